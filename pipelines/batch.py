@@ -56,6 +56,16 @@ def _per_file(template, inp):
     return remote_input(str(template).replace("{stem}", Path(inp).stem))
 
 
+def _geotiff_dir(args, inp):
+    """A file's folder of GeoTIFFs: ``{stem}`` in ``--geotiff-dir`` becomes the input's stem,
+    else a folder of that name under it (the files' layers share their names)."""
+    folder = getattr(args, "geotiff_dir", None)
+    if folder is None:
+        return None
+    stem = Path(inp).stem
+    return folder.replace("{stem}", stem) if "{stem}" in folder else str(Path(folder) / stem)
+
+
 def _run_cost_distance(inp, out, args, scheduler):
     from .cost_distance import run_cost_distance
     s = run_cost_distance(
@@ -66,7 +76,7 @@ def _run_cost_distance(inp, out, args, scheduler):
         backend=args.backend, scheduler=scheduler, overwrite=args.overwrite,
         algorithm=args.algorithm, memory=getattr(args, "memory", None),
         stop_points=args.stop or (), stop_cells=args.stop_cell or (),
-        stops_file=_per_file(args.stops, inp))
+        stops_file=_per_file(args.stops, inp), geotiff_dir=_geotiff_dir(args, inp))
     summary = {k: s.get(k) for k in ("algorithm", "reached_cells", "max_distance")}
     summary["sources"] = len(s.get("sources", ()))
     return summary
@@ -91,6 +101,9 @@ def _check_cost_distance(args):
     if args.start_values and not args.sources:
         raise InputError("batch cost-distance: start costs from values need a raster of "
                          "sources")
+    if (args.stop or args.stop_cell or args.stops) and args.algorithm in ("blocked", "tiled"):
+        raise InputError(f"batch cost-distance: stop cells need the in-core algorithm, not "
+                         f"the {args.algorithm} one")
 
 
 def _check_connectivity(command):
@@ -113,6 +126,8 @@ def _file_params(command, args, inp):
     # rerun of an older batch without them still finds its files done
     named = {name: list(input_identity(_per_file(getattr(args, name, None), inp)))
              for name in ("outlets", "weights") if getattr(args, name, None) is not None}
+    if getattr(args, "geotiff_dir", None) is not None:  # a rerun that asks for them runs
+        named["geotiff_dir"] = _geotiff_dir(args, inp)
     if command == "fill":
         return {"tile": args.tile, "connectivity": args.connectivity, **named}
     if command == "flow":
@@ -129,14 +144,16 @@ def _file_params(command, args, inp):
             # older batch without them still finds its files done
             **({"start_values": True} if args.start_values else {}),
             **({"stop": list(args.stop)} if args.stop else {}),
-            **({"stop_cell": list(args.stop_cell)} if args.stop_cell else {})}
+            **({"stop_cell": list(args.stop_cell)} if args.stop_cell else {}),
+            **({"geotiff_dir": named["geotiff_dir"]} if "geotiff_dir" in named else {})}
 
 
 def _run_fill(inp, out, args, scheduler):
     from .fill import run_fill
     s = run_fill(inp, out, tile=args.tile, connectivity=args.connectivity,
                  outlets=_per_file(args.outlets, inp), backend=args.backend,
-                 scheduler=scheduler, overwrite=args.overwrite)
+                 scheduler=scheduler, overwrite=args.overwrite,
+                 geotiff_dir=_geotiff_dir(args, inp))
     return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
 
 
@@ -145,7 +162,8 @@ def _run_flow(inp, out, args, scheduler):
     s = run_flow(inp, out, tile=args.tile, connectivity=args.connectivity,
                  outlets=_per_file(args.outlets, inp), weights=_per_file(args.weights, inp),
                  filled=getattr(args, "filled", False), backend=args.backend,
-                 scheduler=scheduler, overwrite=args.overwrite)
+                 scheduler=scheduler, overwrite=args.overwrite,
+                 geotiff_dir=_geotiff_dir(args, inp))
     return {k: s[k] for k in ("rows", "cols", "cells", "outlet_cells", "max_accumulation")}
 
 
@@ -312,13 +330,17 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     files = expand_inputs(specs)
     check_tile_size(args.tile)  # shared by every file: refused once, not once a file
     outdir = _check_outdir(outdir, files)
+    # the files' GeoTIFF folders DIR/<stem> lie in DIR, checked and made as OUTDIR is
+    tifs = getattr(args, "geotiff_dir", None)
+    tifs = None if tifs is None or "{stem}" in tifs else _check_outdir(tifs, files)
     outputs = _output_names(files, outdir, suffix)
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
     t_batch = time.perf_counter()
     with open_scheduler(scheduler):
-        made = not outdir.exists()
-        _prepare_outdir(outdir)  # once the scheduler answered: a bad address leaves no folder
+        made = [d for d in (outdir, tifs) if d is not None and not d.exists()]
+        for d in made:  # once the scheduler answered: a bad address leaves no folder
+            _prepare_outdir(d)
         try:
             # one batch at a time in a folder: two at once would clash output by output and
             # rewrite each other's manifest
@@ -327,8 +349,9 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
                 return _run_files(command, runner, files, outputs, outdir, args, inner,
                                   progress, t_batch)
         except BaseException:
-            if made and not any(outdir.iterdir()):  # a folder of ours with nothing in it
-                outdir.rmdir()
+            for d in made:
+                if not any(d.iterdir()):  # a folder of ours with nothing in it
+                    d.rmdir()
             raise
 
 

@@ -96,7 +96,8 @@ def parse_pair(text, what, cast=float):
     try:
         a, b = (cast(v.strip()) for v in str(text).split(","))
     except ValueError:
-        raise InputError(f"{what} {text!r}: expected two numbers A,B") from None
+        kind = "whole numbers" if cast is int else "numbers"
+        raise InputError(f"{what} {text!r}: expected two {kind} A,B") from None
     if not (math.isfinite(a) and math.isfinite(b)):
         raise InputError(f"{what} {text!r}: coordinates must be finite numbers")
     return a, b

@@ -431,6 +431,10 @@ def build_parser():
     scoped.add("flow").add_argument(
         "--weights", default=None, metavar="RASTER",
         help=f"flow: per-cell weights (e.g. rainfall) on the input's grid; {stem}")
+    scoped.add("cost-distance", "fill", "flow").add_argument(
+        "--geotiff-dir", default=None, metavar="DIR",
+        help="cost-distance, fill, flow: each file's layers also as Cloud-Optimized "
+             "GeoTIFFs, in DIR/<stem>/ (or a path with {stem})")
     p.set_defaults(batch_scopes=scoped.scopes)
     _add_backend(p)
     _add_scheduler(p)
@@ -581,19 +585,20 @@ OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)",
                 "filled": " (without --filled, flow fills the DEM first)"}
 
 
-_NEGATIVE_PAIR = re.compile(r"-\.?\d[\d.eE+-]*,")
+_NEGATIVE_VALUE = re.compile(r"-\.?\d")
 
 
-def join_negative_pairs(argv):
-    """``--opt -1,5`` as ``--opt=-1,5``: argparse takes a pair whose first number is negative
-    (a western longitude) for an option ("expected one argument").
+def join_negative_values(argv):
+    """``--opt -1,5`` as ``--opt=-1,5``: argparse takes a value that starts with a negative
+    number (a pair whose first is a western longitude, a size such as ``-5GB``) for an
+    option ("expected one argument"); joined, the option's own check answers.
 
-    >>> join_negative_pairs(["x", "--source", "-78.7,35.2", "--source-cell", "1,2"])
-    ['x', '--source=-78.7,35.2', '--source-cell', '1,2']
+    >>> join_negative_values(["x", "--source", "-78.7,35.2", "--memory", "-5GB", "--tile", "8"])
+    ['x', '--source=-78.7,35.2', '--memory=-5GB', '--tile', '8']
     """
     out = []
     for token in argv:
-        if (out and _NEGATIVE_PAIR.match(token) and out[-1].startswith("--")
+        if (out and _NEGATIVE_VALUE.match(token) and out[-1].startswith("--")
                 and "=" not in out[-1]):
             out[-1] = f"{out[-1]}={token}"
         else:
@@ -612,7 +617,7 @@ def _stopped(signal):
 
 def main(argv=None):
     """Entry point; returns the exit status."""
-    args = build_parser().parse_args(join_negative_pairs(sys.argv[1:] if argv is None
+    args = build_parser().parse_args(join_negative_values(sys.argv[1:] if argv is None
                                                          else list(argv)))
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address

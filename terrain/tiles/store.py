@@ -47,7 +47,7 @@ def check_tile_size(tile, limit=TILE_LIMIT, why=None):
         raise InputError(f"tile {tile} is not a power of two >= 2")
     if t > limit:
         why = why or (f"a task holds whole tiles in memory (one of {t} x {t} float32 cells is "
-                      f"{4 * t * t / 2**30:,.0f} GiB)")
+                      f"{4 * t * t / 2**20:,.0f} MiB)")
         raise InputError(f"tile {t} is above {limit}: {why}")
     return t
 

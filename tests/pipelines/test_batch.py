@@ -169,7 +169,10 @@ def test_batch_cost_distance_checks_shared_options_first(tmp_path, rasters):
                             (("--source", "1,x"), "expected two numbers"),
                             (("--source-cell", "1,1", "--cost", "friction"),
                              "needs a friction raster"),
-                            (("--source-cell", "1,1", "--max-cost", "0"), "must be > 0")]:
+                            (("--source-cell", "1,1", "--max-cost", "0"), "must be > 0"),
+                            (("--source-cell", "1,1", "--stop-cell", "2,2", "--algorithm",
+                              "blocked"), "stop cells need the in-core algorithm, not the "
+                                          "blocked one")]:
         proc = run_terrain("batch", "cost-distance", "rasters/*", "-o", "out", *extra,
                            cwd=tmp_path)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
@@ -258,6 +261,33 @@ def test_batch_cost_distance_friction_per_input(tmp_path, rasters):
     # friction 2 on 10 m cells: a straight step costs 20
     assert b[150, 201] == 20.0 and b[151, 200] == 20.0
     assert a[150, 201] == 10.0 * ((float(z[150, 200]) + float(z[150, 201])) * 0.5)
+
+
+def test_batch_geotiffs_in_a_folder_per_file(tmp_path, rasters):
+    """``--geotiff-dir DIR``: each file's COGs in DIR/<stem>/ (``{stem}`` places them
+    elsewhere), the layers of its store; a rerun asking for them where the first did not
+    is not skipped as done."""
+    rasterio = pytest.importorskip("rasterio")
+    (rasters / "broken.asc").unlink()
+    (rasters / "c.grass").unlink()
+    common = ["--source-cell", "150,200", "--backend", "cpu", "--scheduler", "threads"]
+    _ok("batch", "cost-distance", "rasters/*", "-o", "out", *common, cwd=tmp_path)
+    proc = run_terrain("batch", "cost-distance", "rasters/*", "-o", "out", "--geotiff-dir",
+                       "gt", *common, cwd=tmp_path)  # other parameters: the stores are there
+    assert proc.returncode == 1 and "out/a.cost.zarr: output exists" in proc.stderr
+    _ok("batch", "cost-distance", "rasters/*", "-o", "out", "--geotiff-dir", "gt", *common,
+        "--overwrite", cwd=tmp_path)
+    assert {k: r["status"] for k, r in _manifest(tmp_path / "out").items()} == {
+        "a.asc": "done", "b.tif": "done"}
+    for stem in ("a", "b"):
+        layers = _layers(tmp_path / "out" / f"{stem}.cost.zarr")
+        for name, want in layers.items():
+            with rasterio.open(tmp_path / "gt" / stem / f"{name}.tif") as ds:
+                np.testing.assert_array_equal(ds.read(1), want)
+    _ok("batch", "fill", "rasters/*", "-o", "fills", "--geotiff-dir", "f-{stem}",
+        "--backend", "cpu", cwd=tmp_path)
+    assert sorted(p.name for p in (tmp_path / "f-a").iterdir()) == [
+        "depression.tif", "depth.tif", "filled.tif"]
 
 
 # ----------------------------------------------------------------------------- what users hit
