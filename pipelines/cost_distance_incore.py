@@ -24,7 +24,7 @@ from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layo
 from terrain.grid.costs import check_friction
 from terrain.grid.sssp import padded_grid
 from terrain.io import open_grid
-from terrain.io.remote import is_remote, object_entries
+from terrain.io.remote import input_fingerprint, is_remote
 from terrain.io.zarr_meta import open_group
 from terrain.startup import trim_free_memory
 from terrain.tiles import release_buffers
@@ -33,7 +33,7 @@ from .cluster import runs_in_process
 from .cost_distance_store import prepare_layers, summary_base
 from .ingest import build_ingest_graph, write_elevation
 
-__all__ = ["run_incore", "build_incore_graph", "input_fingerprint",
+__all__ = ["run_incore", "build_incore_graph",
            "reusable_kind", "check_incore_reuse", "reuse_attributes", "RUN_ATTRS"]
 
 #: attributes of one run, not of the raster (left behind when a store's DEM is linked)
@@ -278,34 +278,6 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     summary["path"] = "in-process"
     summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
     return summary
-
-
-def input_fingerprint(path):
-    """What says that a raster (a file, or a tile store's ``elevation``) is unchanged: a hash
-    of the size and modification time of each of its files (of a store at a URL, each
-    object's size and version: :func:`terrain.io.remote.object_entries`).
-
-    >>> import tempfile, os
-    >>> p = os.path.join(tempfile.mkdtemp(), "a.asc")
-    >>> _ = open(p, "w").write("x")
-    >>> input_fingerprint(p) == input_fingerprint(p)
-    True
-    """
-    import hashlib
-    if is_remote(path):
-        entries = object_entries(path, ["zarr.json", "elevation"])
-        return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
-    p = Path(path)
-    if p.is_dir():
-        files = [p / "zarr.json"] + sorted(f for f in (p / "elevation").rglob("*") if f.is_file())
-    else:
-        files = [p]
-    entries = []
-    for f in files:
-        st = f.stat()
-        entries.append([str(f.relative_to(p)) if p.is_dir() else f.name, st.st_size,
-                        st.st_mtime_ns])
-    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
 def reuse_attributes(spec, inp, friction, geotransform, dem, delta):

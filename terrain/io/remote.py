@@ -45,7 +45,7 @@ __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
            "filesystem", "scratch_beside", "inside", "remove_tree", "object_entries",
-           "as_path", "command_paths", "check_local_outputs", "PENDING_ROOT",
+           "input_fingerprint", "as_path", "command_paths", "check_local_outputs", "PENDING_ROOT",
            "hold_url_lock", "lock_url", "LOCK_LEASE", "LOCK_HEARTBEAT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
@@ -325,6 +325,35 @@ def object_entries(path, names):
             out.append([key[len(root.rstrip("/")) + 1:], int(info.get("size") or 0),
                         str(version)])
     return out
+
+
+
+def input_fingerprint(path):
+    """What says that a raster (a file, or a tile store's ``elevation``) is unchanged: a hash
+    of the size and modification time of each of its files (of a store at a URL, each
+    object's size and version: :func:`object_entries`).
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "a.asc")
+    >>> _ = open(p, "w").write("x")
+    >>> input_fingerprint(p) == input_fingerprint(p)
+    True
+    """
+    import hashlib
+    if is_remote(path):
+        entries = object_entries(path, ["zarr.json", "elevation"])
+        return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+    p = Path(path)
+    if p.is_dir():
+        files = [p / "zarr.json"] + sorted(f for f in (p / "elevation").rglob("*") if f.is_file())
+    else:
+        files = [p]
+    entries = []
+    for f in files:
+        st = f.stat()
+        entries.append([str(f.relative_to(p)) if p.is_dir() else f.name, st.st_size,
+                        st.st_mtime_ns])
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
 def store_state(url, options=None):

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.georef import crs_wkt, write_georeference
-from ..io.remote import is_remote, is_url, store_for, store_state, url_inventory, zarr_store
+from ..io.remote import (input_fingerprint, is_remote, is_url, store_for, store_state,
+                         url_inventory, zarr_store)
 from ..io.zarr_meta import Group, codec, compressor_list, open_group
 from .morton import morton_order
 
@@ -293,6 +294,11 @@ def result_dem(path, group, source, required=True):
     # a result published to an object store names its DEM's URL
     if source and (store_state(source) == "store" if is_url(source) else is_store(source)):
         import zarr
+        seal = group.attrs.get("source_fingerprint")
+        if seal is not None and input_fingerprint(source) != seal:
+            raise InputError(f"{path}: its DEM {source} changed after this result was "
+                             "computed (its files differ): it needs the DEM it was computed "
+                             "from")
         return zarr.open_group(store=zarr_store(source), mode="r",
                                use_consolidated=False)["elevation"]
     if not required:

@@ -220,6 +220,16 @@ def test_store_input_keeps_the_crs_and_records_the_dem(cost_out, tmp_path, capsy
     assert m["connectivity"] == 16 and m["max_cost"] == 3000 and m["cellsize"] == [CELL, CELL]
     rc, text, err = run_main(capsys, "verify", out, scheduler=None)
     assert rc == 0 and "within max cost 3000" in text, err + text
+    # the DEM store replaced by another: verify and plot say so, instead of failing the
+    # result (verify) or drawing another DEM (plot)
+    ingest(d / "dem.tif", tmp_path / "other.zarr", tile=64, scheduler="synchronous")
+    shutil.rmtree(store.path)
+    shutil.copytree(tmp_path / "other.zarr", store.path)
+    for command in (["verify", out], ["plot", out, "-o", tmp_path / "p.png"]):
+        rc, text, err = run_main(capsys, *command, scheduler=None)
+        assert rc == 2 and err == (f"terrain: {out}: its DEM {store.path} changed after this "
+                                   "result was computed (its files differ): it needs the "
+                                   "DEM it was computed from\n"), err
 
 
 def test_existing_geotiffs_are_not_overwritten(cost_out, tmp_path):
