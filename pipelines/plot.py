@@ -130,6 +130,13 @@ def plot_command(args):
 
     if getattr(args, "source", None):
         return _plot_bfs_levels(args)
+    graph_only = [flag for flag, given in (
+        ("--backend", getattr(args, "backend", None) not in (None, "auto")),
+        ("--format", getattr(args, "format", "auto") != "auto")) if given]
+    if graph_only:  # a store's picture takes neither: refused, not ignored
+        verb = "apply" if len(graph_only) > 1 else "applies"
+        raise InputError(f"{args.store}: {' and '.join(graph_only)} {verb} to a graph's BFS "
+                         "levels (with --source) only")
     check_input_file(args.store)
     if not is_store(args.store):
         raise InputError(f"{args.store}: not a terrain store")

@@ -271,14 +271,18 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, form
 
 def read_paths(path, crs=None):
     """LineStrings (``(N, 2)`` map x, y arrays) and their costs from a GeoJSON file of
-    LineString / MultiLineString features (as ``terrain path`` writes), in ``crs`` (the
-    store's): RFC 7946's longitude/latitude, or the CRS its ``crs`` member names,
-    reprojected; positions without a CRS (or for ``crs`` None) as they are."""
+    LineString / MultiLineString features (as ``terrain path`` writes), or a GeoPackage,
+    FlatGeobuf or other OGR file of them, in ``crs`` (the store's): GeoJSON's RFC 7946
+    longitude/latitude, or the CRS its ``crs`` member names (an OGR layer's own), reprojected;
+    positions without a CRS (or for ``crs`` None) as they are."""
     import json
     from pathlib import Path
 
-    from .io.points import geojson_crs, reproject_points
+    from .io.points import VECTOR_SUFFIXES, geojson_crs, ogr_lines
 
+    if Path(path).suffix.lower() in VECTOR_SUFFIXES:
+        lines, costs, src = ogr_lines(path)
+        return _reprojected(lines, src, crs, path), costs
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
@@ -300,10 +304,17 @@ def read_paths(path, crs=None):
                 raise InputError(f"{path}: feature {i} has malformed coordinates")
             lines.append(a[:, :2])
             costs.append((f.get("properties") or {}).get("cost"))
-    if crs and src and lines:  # all positions at once
-        xy = np.asarray(reproject_points(np.concatenate(lines).tolist(), src, crs, path))
-        lines = np.split(xy, np.cumsum([len(a) for a in lines])[:-1])
-    return lines, costs
+    return _reprojected(lines, src, crs, path), costs
+
+
+def _reprojected(lines, src, crs, path):
+    """``lines`` from the CRS ``src`` into ``crs``, all positions at once (as they are when
+    either is None)."""
+    from .io.points import reproject_points
+    if not (crs and src and lines):
+        return lines
+    xy = np.asarray(reproject_points(np.concatenate(lines).tolist(), src, crs, path))
+    return np.split(xy, np.cumsum([len(a) for a in lines])[:-1])
 
 
 def _nice_levels(lo, hi, count=10):

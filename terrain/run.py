@@ -472,7 +472,7 @@ def build_parser():
     p.add_argument("--window", default=None, metavar="r0:r1,c0:c1",
                    help="draw only these rows and columns (the forest is drawn when a cell covers "
                         "at least 3 pixels)")
-    p.add_argument("--paths", default=None, metavar="FILE.geojson",
+    p.add_argument("--paths", default=None, metavar="FILE.geojson|.gpkg|.fgb",
                    help="cost-distance store: draw these least-cost paths (from terrain path)")
     p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
 

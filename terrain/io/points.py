@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import InputError, where
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells", "write_paths",
-           "path_format", "geojson_crs", "reproject_points", "POINT_SUFFIXES",
+           "path_format", "ogr_lines", "geojson_crs", "reproject_points", "POINT_SUFFIXES",
            "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84"]
 
 #: vector formats read through OGR (pyogrio): the points of their first layer
@@ -236,6 +236,46 @@ def _ogr_points(path):
     if not out:
         raise InputError(f"{path}: no points")
     return out, meta.get("crs") or None
+
+
+def ogr_lines(path):
+    """``(lines, costs, crs)`` of the first layer of an OGR vector file (GeoPackage,
+    FlatGeobuf, ... as ``terrain path`` writes them): each LineString (and each part of a
+    MultiLineString) as an ``(N, 2)`` array, the features' ``cost`` field (None without one),
+    the layer's CRS (None without one)."""
+    import pyogrio.raw
+    try:
+        meta, _, geometry, fields = pyogrio.raw.read(path, layer=0, force_2d=True)
+    except Exception as e:  # noqa: BLE001 - GDAL's errors (pyogrio.errors) name no layer
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InputError(f"{path}: not a vector file OGR reads ({reason})") from None
+    names = list(meta.get("fields", []))
+    cost = fields[names.index("cost")] if "cost" in names else None
+    lines, costs = [], []
+    for i, wkb in enumerate(geometry):
+        if wkb is None:
+            continue
+        wkb = bytes(wkb)
+        order = "<" if wkb[0] == 1 else ">"
+        (kind,) = struct.unpack_from(order + "I", wkb, 1)
+        if kind == 2:
+            parts, at = [wkb], 0
+        elif kind == 5:
+            (n,) = struct.unpack_from(order + "I", wkb, 5)
+            parts, at = [], 9
+            for _ in range(n):
+                (m,) = struct.unpack_from("<I" if wkb[at] == 1 else ">I", wkb, at + 5)
+                parts.append(wkb[at:at + 9 + 16 * m])
+                at += 9 + 16 * m
+        else:
+            raise InputError(f"{path}: feature {i} is a "
+                             f"{_WKB_TYPES.get(kind, f'geometry type {kind}')}, not a line")
+        for part in parts:
+            o = "<" if part[0] == 1 else ">"
+            (m,) = struct.unpack_from(o + "I", part, 5)
+            lines.append(np.frombuffer(part, o + "f8", 2 * m, 9).reshape(m, 2))
+            costs.append(None if cost is None else float(cost[i]))
+    return lines, costs, meta.get("crs") or None
 
 
 def _wkb_points(wkb, out, path, at=0):

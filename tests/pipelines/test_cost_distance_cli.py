@@ -266,7 +266,8 @@ def test_start_values_equal_grass_r_cost_r(tmp_path):
 @pytest.mark.parametrize("case", ["nodata", "outside", "cell-outside", "shape", "georef",
                                   "negative", "max-cost", "no-friction", "exists",
                                   "geotiff-file", "geotiff-exists", "start-values-points",
-                                  "start-value-negative", "stop-blocked", "stop-nodata"])
+                                  "start-value-negative", "stop-blocked", "stop-nodata",
+                                  "memory-in-core", "memory-tiny"])
 def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     z, path = dem
     out = tmp_path / "bad.zarr"
@@ -292,6 +293,10 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
         args += ["--max-cost", "0"]
     elif case == "stop-blocked":  # one queue to stop: the in-core algorithm's
         args += ["--stop-cell", "5,5", "--algorithm", "blocked"]
+    elif case == "memory-in-core":  # a budget with nothing to choose or bound
+        args += ["--algorithm", "in-core", "--memory", "100MB"]
+    elif case == "memory-tiny":  # below one block task
+        args += ["--algorithm", "blocked", "--memory", "1KB"]
     elif case == "stop-nodata":
         args += ["--stop-cell", "%d,%d" % nan_cell]
     elif case == "start-values-points":  # values need a raster of them

@@ -200,3 +200,29 @@ def test_paths_in_lon_lat_are_drawn_where_they_lie(tmp_path, capsys):
     img = mpl_image.imread(tmp_path / "c.png")
     blue = (img[..., 0] < 0.1) & (img[..., 1] > 0.5) & (img[..., 2] > 0.9)  # the path colour
     assert blue.sum() > 100
+    # the same path written as GeoPackage and FlatGeobuf (the store's CRS) draws the same
+    for name in ("p.gpkg", "p.fgb"):
+        rc, _, err = run_main(capsys, "path", out, "--to", to, "-o", tmp_path / name,
+                              scheduler=None)
+        assert rc == 0, err
+        rc, text, err = run_main(capsys, "plot", out, "--paths", tmp_path / name, "-o",
+                                 tmp_path / f"{name}.png", "--size", "480x360", scheduler=None)
+        assert rc == 0 and "1 path(s)" in text, err
+        other = mpl_image.imread(tmp_path / f"{name}.png")
+        assert np.abs(other - img).max() < 0.02, name  # the geojson's lon/lat round trip
+
+
+def test_a_graphs_options_on_a_stores_picture_are_refused(tmp_path, capsys):
+    from pipelines.cost_distance import run_cost_distance
+    from grids import write_asc
+    path = write_asc(tmp_path / "g.asc", np.ones((20, 30), np.float32))
+    run_cost_distance(path, tmp_path / "c.zarr", cells=[(1, 1)], backend="cpu",
+                      scheduler="synchronous")
+    for extra, said in ((["--backend", "cpu"], "--backend applies"),
+                        (["--format", "mtx"], "--format applies"),
+                        (["--backend", "cpu", "--format", "snap"], "--backend and --format apply")):
+        rc, _, err = run_main(capsys, "plot", tmp_path / "c.zarr", "-o", tmp_path / "p.png",
+                              *extra, scheduler=None)
+        assert rc == 2 and err == (f"terrain: {tmp_path / 'c.zarr'}: {said} to a graph's BFS "
+                                   "levels (with --source) only\n"), err
+        assert not (tmp_path / "p.png").exists()
