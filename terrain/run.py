@@ -186,7 +186,8 @@ def _add_cost_options(p, batch=False):
                    default="auto",
                    help=f"{pre}in-core SSSP, the tiled (out-of-core) algorithm, the blocked "
                         "(out-of-core, CPU) one, or auto (default): in-core when the grid "
-                        "fits in memory, else blocked on the CPU and tiled on the GPU")
+                        "fits in memory, else blocked on the CPU and tiled on the GPU (tiled "
+                        "on the CPU is slow to build; its index serves --reuse queries)")
     p.add_argument("--memory", default=None, metavar="SIZE",
                    help=f"{pre}memory budget (e.g. 1.5GB) that picks the algorithm and "
                         "bounds what the blocked algorithm holds beside the process: its "
