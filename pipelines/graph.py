@@ -198,8 +198,9 @@ def bfs_command(args):
               f"{summary['reached']} of {summary['vertices']} vertices, max distance "
               f"{summary['max_distance']} ({summary['seconds'] * 1e3:.1f} ms, {backend.name})")
         if args.out:
-            print(f"distances written to {args.out} (id, distance, predecessor; -1 = "
-                  "unreachable / none)")
+            held = ("the distance by row number" if str(args.out).lower().endswith(".npy")
+                    else "id, distance, predecessor")
+            print(f"distances written to {args.out} ({held}; -1 = unreachable / none)")
     return 0
 
 

@@ -75,7 +75,7 @@ def _add_scheduler(p):
                    help="attach to a running Dask scheduler, start a LocalCluster with its dashboard "
                         "(local), or run without one (default: a LocalCluster, its dashboard "
                         "address printed, for grids of more than 8192² cells; threads for smaller; "
-                        "bfs and sssp: in this process, no Dask)")
+                        "the graph commands: in this process, no Dask)")
     p.add_argument("--dashboard-address", default=None, metavar="HOST:PORT",
                    help="where the LocalCluster's dashboard listens (default 127.0.0.1:8787, "
                         "localhost only; e.g. 0.0.0.0:8787 opens it to the network)")
