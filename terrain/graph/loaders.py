@@ -11,6 +11,7 @@ import dataclasses
 import gzip
 import mmap
 import os
+import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -841,7 +842,6 @@ def _counts_header(plan, chunks):
     top = max((max(int(c.u.max()), int(c.v.max())) for c in kept if c.u.size), default=0)
     if edges and ((edges == a and top <= b) or (edges == b and top <= a)):
         if stop < len(chunks):
-            import warnings
             at = plan.header_lines + sum(c.newlines for c in chunks[:stop]) + 1 \
                 + kept[stop].error[0]
             counted = f"{edges} edge lines" if edges > 1 else "1 edge line"

@@ -207,7 +207,7 @@ def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None, state=None
     del away, towards, labels  # freed before the copy, made beside the rest
     final = out[2:h + 2, 2:w + 2]
     # a flat with no drain keeps 0: on a filled DEM none (every flat spills), on a DEM that
-    # is not, its pits (undrained_cell says where)
+    # is not, its pits (first_undrained says where the first lies)
     stats["undrained"] = count_nonzero(final == 0) - stats["outlets"]
     if stats["undrained"]:
         first = int(ops.be.xp.argmax(((inner == 254) & (final == 0)).ravel()))
