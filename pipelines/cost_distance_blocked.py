@@ -380,14 +380,6 @@ def blocked_spec(spec, memory_bytes, reuse, backend):
         raise InputError(f"{spec['input']}: the blocked algorithm keeps no index to reuse")
     spec["block"] = block_side(spec["tile"], spec["tile"] * spec["tiles_per_shard"],
                                spec["shape"], memory_bytes, os.cpu_count() or 1)
-    # the budget bends (block_side halves the blocks down to the store's tile, and the
-    # 4096² job ran at 209-215 MB under 200MB), but not below one task of one block
-    side = min(spec["block"], max(spec["shape"]))
-    least = block_task_bytes(side)
-    if memory_bytes is not None and memory_bytes < least:
-        raise InputError(f"{spec['input']}: a memory budget of {memory_bytes} bytes is below "
-                         f"one task of the blocked algorithm (a block of {side}² cells: "
-                         f"about {least / 2**20:.1f} MiB)")
     spec["memory_bytes"] = memory_bytes
     return spec
 

@@ -267,7 +267,7 @@ def test_start_values_equal_grass_r_cost_r(tmp_path):
                                   "negative", "max-cost", "no-friction", "exists",
                                   "geotiff-file", "geotiff-exists", "start-values-points",
                                   "start-value-negative", "stop-blocked", "stop-nodata",
-                                  "memory-in-core", "memory-tiny"])
+                                  "memory-in-core"])
 def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     z, path = dem
     out = tmp_path / "bad.zarr"
@@ -295,8 +295,6 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
         args += ["--stop-cell", "5,5", "--algorithm", "blocked"]
     elif case == "memory-in-core":  # a budget with nothing to choose or bound
         args += ["--algorithm", "in-core", "--memory", "100MB"]
-    elif case == "memory-tiny":  # below one block task
-        args += ["--algorithm", "blocked", "--memory", "1KB"]
     elif case == "stop-nodata":
         args += ["--stop-cell", "%d,%d" % nan_cell]
     elif case == "start-values-points":  # values need a raster of them
