@@ -187,7 +187,7 @@ def check_outputs(inputs, outputs, overwrite=False):
     InputError
         Naming the output: it is, contains or lies inside an input, is named twice, exists
         without ``overwrite`` (or is a directory but no store), or has no writable
-        directory; or naming an input that is missing, or not a regular file or a directory.
+        directory; or naming an input that is not a regular file or a directory.
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
     for given, real in ins:
@@ -206,14 +206,13 @@ def check_outputs(inputs, outputs, overwrite=False):
 
 
 def _check_kind(given, real):
-    """An input must exist (before any output is looked at: a missing input is the first
-    thing to say) and be a regular file or a directory (a store)."""
+    """An existing input must be a regular file or a directory (a store). A missing one is
+    not refused here: some inputs are named only to be kept from being overwritten (a
+    result's source raster, which ``plot`` does not read)."""
     try:
         mode = os.stat(real).st_mode
-    except FileNotFoundError:
-        raise InputError(f"{given}: no such file or directory") from None
     except OSError:
-        return  # unreadable: the reader says so, with its own words
+        return  # missing: the reader says so, with its own words
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
                 else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special")

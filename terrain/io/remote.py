@@ -848,13 +848,17 @@ class _Renaming:
 
 
 def _rename_in_metadata(local, names):
-    """Name the URLs in the metadata of the store ``local`` (a result's ``source``)."""
+    """Name the URLs in the metadata of the store ``local`` (a result's ``source``); a
+    fingerprint of the temporary copy that ``source`` named is dropped with it (a store at a
+    URL is not fingerprinted: terrain.io.georef.finish_store)."""
     for folder, _dirs, files in os.walk(local):  # a file: nothing
         if ROOT_METADATA in files:
             path = Path(folder, ROOT_METADATA)
             text = path.read_text(encoding="utf-8")
             if _renamed(text, names) != text:
-                path.write_text(_renamed(text, names), encoding="utf-8")
+                doc = json.loads(_renamed(text, names))
+                (doc.get("attributes") or {}).pop("source_fingerprint", None)
+                path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
 
 
 def _rename_in_message(e, names):

@@ -287,11 +287,3 @@ def test_library_nan_points_are_an_input_error(tmp_path):
     with pytest.raises(InputError, match=r"source \(nan, nan\): coordinates must be finite"):
         terrain.cost_distance(SAMPLE, points=[(np.nan, np.nan)], backend="cpu")
 
-
-def test_a_missing_input_is_said_before_an_existing_output(tmp_path):
-    """A rerun whose friction raster is missing was told its output exists."""
-    (tmp_path / "g.asc").write_text(HEADER + ROWS)
-    (tmp_path / "c.zarr").mkdir()
-    proc = run_terrain("cost-distance", "g.asc", "--source-cell", "1,1", "--friction",
-                       "missing.tif", "-o", "c.zarr", cwd=tmp_path)
-    assert_one_line_error(proc, "terrain: missing.tif: no such file or directory")
