@@ -101,6 +101,9 @@ def _check_cost_distance(args):
     if args.start_values and not args.sources:
         raise InputError("batch cost-distance: start costs from values need a raster of "
                          "sources")
+    if getattr(args, "memory", None) is not None and args.algorithm == "in-core":
+        raise InputError("batch cost-distance: a memory budget picks the algorithm or bounds "
+                         "the blocked one; these runs are in-core")
     if (args.stop or args.stop_cell or args.stops) and args.algorithm in ("blocked", "tiled"):
         raise InputError(f"batch cost-distance: stop cells need the in-core algorithm, not "
                          f"the {args.algorithm} one")

@@ -550,8 +550,9 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options, z=z)
         else:
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
-                graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo,
-                                         partial=partial)
+                # a cluster given by address runs the tasks in other folders: absolute
+                graph = build_fill_graph(cluster.remote_input(dem_path), tmp, spec, shard,
+                                         be.name, None, geo, partial=partial)
                 (summary,) = cluster.compute(graph, label="fill")
             _drop_forest(tmp)  # the intermediate forest, before the output is finished
             drop_checkpoints(tmp)

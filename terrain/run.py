@@ -476,6 +476,7 @@ def build_parser():
     p.add_argument("--paths", default=None, metavar="FILE.geojson|.gpkg|.fgb",
                    help="cost-distance store: draw these least-cost paths (from terrain path)")
     p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
+    _add_storage_options(p)
 
     _add_hydrology(sub)
     return parser
@@ -582,6 +583,10 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 
 #: what the command line adds to a library error that names one of these parameters
+#: the packages of the object stores' clients whose errors are the user's to fix (endpoint,
+#: credentials): one line, exit 2
+OBJECT_STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google", "adlfs", "azure")
+
 OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)",
                 "filled": " (without --filled, flow fills the DEM first)"}
 
@@ -660,6 +665,14 @@ def main(argv=None):
         # the reader went away (`terrain info STORE | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as e:
+        # an object store's client that cannot reach its endpoint or finds no credentials
+        # (botocore's, on this machine or a worker): what to fix is in its message
+        if type(e).__module__.split(".")[0] not in OBJECT_STORE_CLIENTS:
+            raise
+        said = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"terrain: the object store: {said}", file=sys.stderr)
+        return 2
     finally:
         warnings.showwarning = shown
 

@@ -80,6 +80,12 @@ def test_memory_store_results_bit_identical(capsys, tmp_path, dem, command):
                                   "-o", tmp_path / name, scheduler=None)
             assert rc == 0, err
         assert (tmp_path / "u.geojson").read_bytes() == (tmp_path / "l.geojson").read_bytes()
+    if command in ("mst", "cost-distance"):  # and pictured as a local one
+        for store, name in ((f"{url}/out.zarr", "u.png"), (tmp_path / "out.zarr", "l.png")):
+            rc, _, err = run_main(capsys, "plot", store, "-o", tmp_path / name, "--size",
+                                  "200x150", scheduler=None)
+            assert rc == 0, err
+        assert (tmp_path / "u.png").read_bytes() == (tmp_path / "l.png").read_bytes()
 
 
 def test_cost_distance_friction_and_sources_at_urls(capsys, tmp_path, dem):
@@ -659,3 +665,22 @@ def test_cost_distance_resume_at_a_url(capsys, tmp_path, monkeypatch, algorithm,
     fs, root = filesystem(url)
     assert not [k for k in fs.find(root) if ".terrain-checkpoints" in k or ".blocked" in k]
     _same(url, tmp_path / "c.zarr")
+
+
+def test_an_object_store_client_error_is_one_line(capsys, monkeypatch):
+    """botocore's EndpointConnectionError / NoCredentialsError (here a stand-in of its
+    module): one line naming the object store, exit 2, not a traceback."""
+    import terrain.run as run
+
+    class NoCredentialsError(Exception):
+        pass
+    NoCredentialsError.__module__ = "botocore.exceptions"
+
+    def fails(args):
+        raise NoCredentialsError("Unable to locate credentials")
+    monkeypatch.setattr(run, "_handler", lambda args: fails)
+    rc, _, err = run_main(capsys, "info", "x.zarr", scheduler=None)  # the handler raises
+    assert rc == 2 and err == "terrain: the object store: Unable to locate credentials\n"
+    monkeypatch.setattr(NoCredentialsError, "__module__", "elsewhere")
+    with pytest.raises(NoCredentialsError):  # another package's error stays a traceback
+        run_main(capsys, "info", "x.zarr", scheduler=None)
