@@ -539,7 +539,6 @@ def bfs(graph, sources, **options):
     >>> r = bfs(nx.path_graph(["a", "b", "c", "d"]), "b", backend="cpu")
     >>> r.dist, r.pred, r.sources
     ({'b': 0, 'a': 1, 'c': 1, 'd': 2}, {'a': 'b', 'c': 'b', 'd': 'c'}, ['b'])
-    >>> import scipy.sparse as sp
     >>> bfs(nx.to_scipy_sparse_array(nx.path_graph(4)), 1, backend="cpu").dist.tolist()
     [1, 0, 1, 2]
     """

@@ -208,14 +208,14 @@ def finish_store(path):
     the last step of every writer, so that ``xarray.open_zarr(path)`` opens it as it is. A
     result whose DEM is another local store (its ``source``) records that store's
     fingerprint (not a store at a URL: a staged run's source is renamed to the URL after)."""
-    from .remote import input_fingerprint, is_remote, is_url, store_for
+    from .remote import ROOT_METADATA, input_fingerprint, is_remote, is_url, store_for
     from .zarr_meta import consolidate, open_group
     group = open_group(path, mode="r+")
     if GRID_MAPPING in group:
         _mark_all(group)
     source = group.attrs.get("source")
     if ("elevation" not in group and isinstance(source, str) and not is_url(source)
-            and (Path(source) / "zarr.json").is_file()):
+            and (Path(source) / ROOT_METADATA).is_file()):
         # the DEM lies outside: what says that it is still the one (terrain.tiles.result_dem)
         group.attrs["source_fingerprint"] = input_fingerprint(source)
     if not is_remote(path):

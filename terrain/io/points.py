@@ -219,15 +219,24 @@ _WKB_TYPES = {1: "Point", 2: "LineString", 3: "Polygon", 4: "MultiPoint",
               5: "MultiLineString", 6: "MultiPolygon", 7: "GeometryCollection"}
 
 
-def _ogr_points(path):
-    """``(points, crs)`` of the first layer of an OGR vector file, read by pyogrio: its
-    Point and MultiPoint geometries (their WKB) and the layer's CRS (None: the raster's)."""
+def _ogr_layer(path, columns=None):
+    """``(meta, geometry, fields)`` of the first layer of an OGR vector file, read by pyogrio
+    (2-D WKB geometries; ``columns``: the fields to read, None all); a file GDAL cannot read
+    is one :class:`InputError` naming it."""
     import pyogrio.raw  # here: 0.3-0.9 s of import, for the runs that read such a file
     try:
-        meta, _, geometry, _ = pyogrio.raw.read(path, layer=0, columns=[], force_2d=True)
+        meta, _, geometry, fields = pyogrio.raw.read(path, layer=0, columns=columns,
+                                                     force_2d=True)
     except Exception as e:  # noqa: BLE001 - GDAL's errors (pyogrio.errors) name no layer
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InputError(f"{path}: not a vector file OGR reads ({reason})") from None
+    return meta, geometry, fields
+
+
+def _ogr_points(path):
+    """``(points, crs)`` of the first layer of an OGR vector file: its Point and MultiPoint
+    geometries (their WKB) and the layer's CRS (None: the raster's)."""
+    meta, geometry, _ = _ogr_layer(path, columns=[])
     out = []
     for wkb in geometry:
         if wkb is None:  # a feature without a geometry
@@ -243,12 +252,7 @@ def ogr_lines(path):
     FlatGeobuf, ... as ``terrain path`` writes them): each LineString (and each part of a
     MultiLineString) as an ``(N, 2)`` array, the features' ``cost`` field (None without one),
     the layer's CRS (None without one)."""
-    import pyogrio.raw
-    try:
-        meta, _, geometry, fields = pyogrio.raw.read(path, layer=0, force_2d=True)
-    except Exception as e:  # noqa: BLE001 - GDAL's errors (pyogrio.errors) name no layer
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InputError(f"{path}: not a vector file OGR reads ({reason})") from None
+    meta, geometry, fields = _ogr_layer(path)
     names = list(meta.get("fields", []))
     cost = fields[names.index("cost")] if "cost" in names else None
     lines, costs = [], []

@@ -327,7 +327,6 @@ def object_entries(path, names):
     return out
 
 
-
 def input_fingerprint(path):
     """What says that a raster (a file, or a tile store's ``elevation``) is unchanged: a hash
     of the size and modification time of each of its files (of a store at a URL, each
