@@ -133,6 +133,9 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     if spec:
         client = _connect(Client, spec)
         cluster = None
+        if not client.scheduler_info().get("workers"):  # an adaptive cluster may start none: wait, but say so
+            print(f"terrain: the Dask scheduler at {spec} has no workers yet; the tasks wait "
+                  "for one to join", file=sys.stderr, flush=True)
         try:
             check_inputs_on_workers(inputs, client, spec)
         except BaseException:

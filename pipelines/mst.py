@@ -161,6 +161,12 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
         group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
                             "source": geo.get("source")})
     side = spec.tile * tile_shard
+    kept = group.get("mst")
+    # a mask already there is a resumed run's or this task's before a lost worker: its shards
+    # may hold edges of groups that do not run again (their checkpoints kept): never emptied
+    if (kept is not None and kept.shape == spec.shape and kept.chunks == (spec.tile,) * 2
+            and kept.shards == (side, side)):
+        return out_path if is_remote(out_path) else str(out_path)
     arr = group.create_array("mst", shape=spec.shape, dtype="uint8",
                              chunks=(spec.tile, spec.tile), shards=(side, side), fill_value=0,
                              dimension_names=("y", "x"),

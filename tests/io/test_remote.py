@@ -535,6 +535,23 @@ def test_fill_and_flow_resume_at_a_url(capsys, tmp_path, dem, monkeypatch, comma
     _same(url, tmp_path / "o.zarr")
 
 
+def test_mst_resume_at_a_url_keeps_the_groups_forest(capsys, tmp_path, dem, monkeypatch):
+    """mst to memory:// stopped while writing the forest (its groups' tasks checkpointed, the
+    groups' edges already in the mask's shards), then run again with --resume: the mask is
+    not created again over those shards (the preparing task, whose result is a URL, runs
+    again), and the published forest is a clean local run's."""
+    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 128)
+    monkeypatch.setattr("terrain.grid.mst_device.HOST_MAX_CELLS", 1 << 12)  # the tiled route
+    url = "memory://t-resume-mst/o.zarr"
+    args = ["--tile", "64", "--backend", "cpu", "--json"]
+    rc, _, err = run_main(capsys, "mst", dem, "-o", tmp_path / "o.zarr", *args, scheduler=SYNC)
+    assert rc == 0, err
+    summary = _stopped_then_resumed(capsys, monkeypatch, "mst", dem, url, args,
+                                    "pipelines.mst", "_write_task")
+    assert summary["path"] == "tiled" and summary["reused_tasks"] > 2
+    _same(url, tmp_path / "o.zarr")
+
+
 def test_resume_at_a_url_of_another_run_starts_again(capsys, tmp_path, dem, monkeypatch):
     """A partial at the URL whose checkpoints another run (another tile) wrote is removed by
     a resumed run, which reuses nothing."""

@@ -220,6 +220,32 @@ def _stop(procs):
         p.wait()
 
 
+def test_a_scheduler_without_workers_is_said(tmp_path, capsys):
+    """A cluster given by address with no worker (an adaptive one starts with none): the run
+    says its tasks wait for one instead of waiting without a word."""
+    import time
+
+    import distributed
+
+    from pipelines.cluster import open_scheduler
+    address, procs = _cluster(tmp_path, "idle")
+    try:
+        _stop(procs[1:])
+        with distributed.Client(address, timeout=60) as client:
+            t0 = time.monotonic()
+            while client.scheduler_info()["workers"]:
+                assert time.monotonic() - t0 < 60, "the worker stays"
+                time.sleep(0.1)
+        with open_scheduler(address):
+            pass
+    finally:
+        _stop(procs[:1])
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"terrain: the Dask scheduler at {address} has no workers yet; the "
+                      "tasks wait for one to join"), err
+    assert len(err) == 2 and err[1].startswith(f"terrain: Dask dashboard at {address}"), err
+
+
 #: the commands a lost scheduler is tested with: arguments, what kills it (mst: a shard
 #: its write phase rewrites; cost-distance: its first fill task, its index whole by then),
 #: the layers compared with a one-process run
