@@ -52,9 +52,10 @@ def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None,
             arr.attrs.put(attrs)
             mark_raster(arr, nodata=fill)
             continue
-        # a resumed run's partial holds the killed run's layers: made again, empty
+        # kept when there (a resumed run's, or this task's before its worker was lost): its
+        # shards hold this run's values, which tasks that do not run again wrote
         arr = create_layer(group, name, dtype, fill, tile, shape,
-                           compressors=layer_compressors(name), attrs=attrs, overwrite=True)
+                           compressors=layer_compressors(name), attrs=attrs, keep=True)
         mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
     return out_path if is_remote(out_path) else str(out_path)
 

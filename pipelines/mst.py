@@ -33,7 +33,7 @@ from terrain.io.remote import check_local_outputs, command_paths, is_remote, out
 from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
-from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard_windows,
+from terrain.tiles.store import (check_tile_size, create_layer, read_block, shard_windows,
                                  tiles_per_shard, write_block)
 
 from . import _plan as _plans
@@ -151,7 +151,7 @@ def default_output(input_path):
     return p.with_name((p.stem if p.suffix else p.name) + ".mst.zarr")
 
 
-def _prepare(out_path, spec, tile_shard, geo, upstream):
+def _prepare(out_path, spec, geo, upstream):
     """Create the ``mst`` array (and, for a store input, the georeference) in the output."""
     del upstream  # only orders this task after the ingest
     group = open_group(out_path, mode="a")
@@ -160,19 +160,10 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
         write_georeference(group, spec.shape, gt, geo.get("crs"))
         group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
                             "source": geo.get("source")})
-    side = spec.tile * tile_shard
-    kept = group.get("mst")
-    # a mask already there is a resumed run's or this task's before a lost worker: its shards
-    # may hold edges of groups that do not run again (their checkpoints kept): never emptied
-    if (kept is not None and kept.shape == spec.shape and kept.chunks == (spec.tile,) * 2
-            and kept.shards == (side, side)):
-        return out_path if is_remote(out_path) else str(out_path)
-    arr = group.create_array("mst", shape=spec.shape, dtype="uint8",
-                             chunks=(spec.tile, spec.tile), shards=(side, side), fill_value=0,
-                             dimension_names=("y", "x"),
-                             compressors=checksummed(MASK_COMPRESSORS),
-                             config={"write_empty_chunks": False}, overwrite=True)
-    arr.attrs.update({"bits": "bit d set: edge (cell, d) in the forest; d: E=0, S=1, SE=2, SW=3"})
+    # kept when there: a resumed run's mask holds the edges of groups that do not run again
+    create_layer(group, "mst", "uint8", 0, spec.tile, spec.shape, compressors=MASK_COMPRESSORS,
+                 attrs={"bits": "bit d set: edge (cell, d) in the forest; d: E=0, S=1, SE=2, "
+                                "SW=3"}, keep=True)
     return out_path if is_remote(out_path) else str(out_path)
 
 
@@ -395,8 +386,7 @@ def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_cor
     be = get_backend(backend)
     group_tiles, super_tile, in_flight = _groups(spec, group_tiles, be, in_core, free)
     plan = spec.plan(group_tiles)
-    prepared = call(_prepare, out_path, spec, tiles_per_shard(spec.tile, spec.shape),
-                    geo or {}, upstream, key=("prepare",))
+    prepared = call(_prepare, out_path, spec, geo or {}, upstream, key=("prepare",))
     mask_side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
     dem_side = _dem_shard_side(dem) or mask_side
     _, rest = walk_up(plan, (_group_task, dem, spec, be.name, super_tile,

@@ -123,11 +123,8 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     # a store at a URL is written whole (terrain.io.remote.url_output cleared its prefix)
     again = not is_remote(path) and Path(path).is_dir() and any(Path(path).iterdir())
     group = open_group(path, mode="a" if again else "w-")
-    elev = group.get("elevation") if again else None
-    if elev is None or (tuple(elev.shape), tuple(elev.chunks), tuple(elev.shards or ())) != (
-            (rows, cols), (tile, tile), (k * tile, k * tile)):
-        elev = create_layer(group, "elevation", "float32", np.float32("nan"), tile,
-                            (rows, cols), compressors=compressors, overwrite=True)
+    elev = create_layer(group, "elevation", "float32", np.float32("nan"), tile, (rows, cols),
+                        compressors=compressors, keep=True)
     if geotransform is None:
         geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
     gt = [float(v) for v in geotransform]
@@ -152,10 +149,14 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
 
 
 def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", attrs=None,
-                 overwrite=False):
+                 overwrite=False, keep=False):
     """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group`` (or
     store path) with the elevation's tiles and shards, so the same windows own whole shards
     of every layer. Returns the array.
+
+    ``keep``: a layer already there with this dtype, shape and tiling is returned as it is
+    (another of that name replaced): a resumed run's, or one made by a task run again after
+    its worker was lost, whose shards may hold what tasks that do not run again wrote.
 
     Examples
     --------
@@ -172,10 +173,15 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
     k = tiles_per_shard(tile, (rows, cols))
+    if keep:
+        kept = group.get(name)
+        if kept is not None and (kept.dtype, kept.shape, kept.chunks, kept.shards) == (
+                np.dtype(dtype), (rows, cols), (tile, tile), (k * tile, k * tile)):
+            return kept
     arr = group.create_array(
         name, shape=(rows, cols), dtype=dtype, chunks=(tile, tile), shards=(k * tile, k * tile),
         fill_value=fill, dimension_names=("y", "x"), compressors=checksummed(compressors),
-        config={"write_empty_chunks": False}, overwrite=overwrite)
+        config={"write_empty_chunks": False}, overwrite=overwrite or keep)
     if attrs:
         arr.attrs.update(attrs)
     return arr

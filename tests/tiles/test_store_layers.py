@@ -27,3 +27,17 @@ def test_layers_share_tiles_shards_and_windows(tmp_path):
     np.testing.assert_array_equal(s.read_window(1, 4, 2, 9), z[1:4, 2:9])
     with pytest.raises(InputError, match="no layer 'friction'"):
         s.read_window(0, 1, 0, 1, layer="friction")
+
+
+def test_a_layer_made_again_keeps_what_was_written_when_asked(tmp_path):
+    """keep=True (a task run again after its worker was lost, a resumed run's preparation)
+    returns the layer of that layout with its shards; another dtype or tiling replaces it."""
+    store = create_store(tmp_path / "s.zarr", (37, 70), tile=16)
+    a = create_layer(store.group, "mst", "uint8", 0, 16, store.shape)
+    a[:, :] = 7
+    kept = create_layer(tmp_path / "s.zarr", "mst", "uint8", 0, 16, store.shape, keep=True)
+    assert (kept[...] == 7).all()
+    for dtype, tile in (("uint16", 16), ("uint8", 8)):
+        again = create_layer(tmp_path / "s.zarr", "mst", dtype, 0, tile, store.shape, keep=True)
+        assert again.dtype == np.dtype(dtype) and again.chunks == (tile, tile)
+        assert not again[...].any()
