@@ -385,7 +385,8 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
 def _stats(dstats, mx, groups=1):
     """The summary's counts; ``mx``: the largest accumulation (NaN: no valid cell)."""
     return {"cells": int(dstats["cells"]), "outlet_cells": int(dstats["outlets"]),
-            "flat_cells": int(dstats["flat_cells"]), "flat_passes": int(dstats["flat_passes"]),
+            "undrained_sinks": int(dstats["undrained"]), "flat_cells": int(dstats["flat_cells"]),
+            "flat_passes": int(dstats["flat_passes"]),
             "flat_passes_lowered": int(dstats["flat_passes_lowered"]), "groups": groups,
             "max_accumulation": mx}
 
@@ -512,7 +513,9 @@ def _format_summary(s):
         f"{s['cells']} cells, route {s['route']}, backend {s['backend']}"
         + (f" (groups' kernels: {s['group_backend']})" if s.get("group_backend", s["backend"])
            != s["backend"] else ""),
-        f"outlets   {s['outlet_cells']} outlet cells ({s['outlets']})",
+        f"outlets   {s['outlet_cells']} outlet cells ({s['outlets']})"
+        + (f", {s['undrained_sinks']} undrained sink cells (cut off from every named outlet "
+           "by nodata)" if s.get("undrained_sinks") else ""),
         f"flats     {s['flat_cells']} flat cells resolved"
         + (f" in {s['flat_passes']} passes over {s['groups']} groups"
            f" ({s['flat_passes_lowered']} from a kept state)" if s["groups"] > 1 else ""),

@@ -62,7 +62,7 @@ _MST_CERT_SIGNATURES = {
                                [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2),
 }
 _CHECK_SIGNATURES = {
-    "terrain_cert_flow": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3 +
+    "terrain_cert_flow": (ctypes.c_int64, [ctypes.c_void_p] * 4 + [ctypes.c_int] * 3 +
                           [ctypes.c_void_p] + [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
     "terrain_cert_accumulation": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int] +
                                   [ctypes.c_double] + [ctypes.c_int64] * 2 +
@@ -425,7 +425,8 @@ _FLOW_WHY = {
     5: "is not the steepest descent (distance-weighted, first in code order on ties)",
     6: "has no lower neighbour but leaves its flat (the neighbour is lower or higher)",
     7: "is an outlet (0) but neither a named outlet nor a cell without a lower neighbour "
-       "beside the grid's edge or nodata (an undrained sink)",
+       "beside the grid's edge or nodata, nor one cut off from every named outlet (an "
+       "undrained sink)",
     8: "should be an outlet (0): a named outlet, or a cell without a lower neighbour beside "
        "the grid's edge or nodata",
     9: "is a diagonal, which D4 does not have",
@@ -472,10 +473,14 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     has_out = outlets is not None
     outl = (np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8) if has_out
             else np.zeros((1, 1), np.uint8))
+    # with named outlets, nodata may cut cells off from all of them: their sinks drain nowhere
+    cut = (_cut_off(~np.isnan(z), int(connectivity), outl) if has_out
+           else np.zeros(z.shape, np.bool_))
     cert = Certificate("flow directions" + ("" if accumulation is None else " and accumulation"))
     cols = z.shape[1]
     at = ctypes.c_int64()
-    why = _checks().terrain_cert_flow(z.ctypes.data, d.ctypes.data, outl.ctypes.data, has_out,
+    why = _checks().terrain_cert_flow(z.ctypes.data, d.ctypes.data, outl.ctypes.data,
+                                      cut.view(np.uint8).ctypes.data, has_out,
                                       outlets is None, step, dist.ctypes.data, *z.shape,
                                       ctypes.byref(at))
     cell = at.value
@@ -486,15 +491,18 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     cert.checks.append(f"the {valid} codes are ESRI D{connectivity} codes, 255 exactly at "
                        "nodata; none climbs on the filled DEM; descents are the steepest, "
                        "flats drain within their elevation")
-    cert.checks.append(f"0 exactly at the {outl_n} outlets (" + (
+    sinks = int(np.count_nonzero((d == 0) & cut))
+    cert.checks.append(f"0 exactly at the {outl_n - sinks} outlets (" + (
         "the named cells" if has_out else "cells without a lower neighbour beside the "
-        "grid's edge or nodata") + "): no undrained sink")
+        "grid's edge or nodata") + ")" + (
+        f" and the {sinks} sinks of cells cut off from every named outlet by nodata"
+        if sinks else ": no undrained sink"))
     from .hydrology.watershed import cycle_cell
     looped = cycle_cell(d)  # every path walked down once
     if looped >= 0:
         return cert.fail(f"direction of cell {_cell(looped, cols)} {_FLOW_WHY[10]}")
     cert.checks.append("every cell's path ends at an outlet: no cycle")
-    cert.facts = {"cells": valid, "outlets": outl_n}
+    cert.facts = {"cells": valid, "outlets": outl_n - sinks, "undrained_sinks": sinks}
     if accumulation is not None:
         acc = np.ascontiguousarray(accumulation, np.float64)
         if acc.shape != z.shape:
@@ -512,6 +520,16 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
                            (" (equal bits)" if rtol == 0 else f" (within {rtol:g})"))
         cert.facts["max_accumulation"] = float(np.nanmax(acc)) if valid else float("nan")
     return cert
+
+
+def _cut_off(valid, connectivity, outlets):
+    """The valid cells whose connected part of the grid (in ``connectivity``) holds no cell
+    of the mask ``outlets``: no path reaches an outlet from them."""
+    from .hydrology import depression_labels
+    parts = depression_labels(valid, connectivity)
+    drains = np.zeros(int(parts.max(initial=0)) + 1, np.bool_)
+    drains[parts[np.asarray(outlets) != 0]] = True
+    return valid & ~drains[parts]
 
 
 def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depression=None,
@@ -546,11 +564,7 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     cert.checks.append("the filled DEM has the DEM's nodata")
     out = outlet_cells(z, conn, outlets)
     step = 1 if conn == 8 else 2
-    parts = depression_labels(valid, conn)  # connected parts of the grid
-    drains = np.zeros(int(parts.max(initial=0)) + 1, np.bool_)
-    drains[parts[out != 0]] = True
-    cut_off = valid & ~drains[parts]
-    del parts
+    cut_off = _cut_off(valid, conn, out)
     lib, at = _checks(), ctypes.c_int64()
     out = np.ascontiguousarray(out, np.uint8)
     kind = lib.terrain_cert_fill_local(z.ctypes.data, f.ctypes.data, out.ctypes.data,

@@ -430,10 +430,11 @@ static const int NB_DC[8] = {1, 1, 0, -1, -1, -1, 0, 1};
 /* verify_flow's direction checks (the codes of _FLOW_WHY): ESRI codes, 255 exactly at nodata,
  * none climbs, the steepest descent (distance-weighted drop, the first in code order on ties)
  * or, without a lower neighbour, within the flat; 0 exactly at the outlets (the named ones,
- * else edge_outlets: cells beside the grid's edge or nodata without a lower neighbour). */
-int64_t terrain_cert_flow(const float *z, const uint8_t *d, const uint8_t *outl, int has_out,
-                          int edge_outlets, int step, const double *dist, int64_t R, int64_t C,
-                          int64_t *cell) {
+ * else edge_outlets: cells beside the grid's edge or nodata without a lower neighbour) and
+ * at the sinks of cells cut_off from every named outlet. */
+int64_t terrain_cert_flow(const float *z, const uint8_t *d, const uint8_t *outl,
+                          const uint8_t *cut_off, int has_out, int edge_outlets, int step,
+                          const double *dist, int64_t R, int64_t C, int64_t *cell) {
     for (int64_t r = 0; r < R; ++r)
         for (int64_t c = 0; c < C; ++c) {
             const int64_t i = r * C + c;
@@ -466,7 +467,9 @@ int64_t terrain_cert_flow(const float *z, const uint8_t *d, const uint8_t *outl,
             }
             const int must_out = (has_out && outl[i] != 0) || (edge_outlets && boundary && bk < 0);
             if (v == 0) {
-                if (!must_out) return 7;
+                /* a sink where nodata cuts the cell off from every named outlet drains
+                 * nowhere: no lower neighbour, and no outlet to reach */
+                if (!must_out && !(cut_off[i] && bk < 0)) return 7;
                 continue;
             }
             if (must_out) return 8;

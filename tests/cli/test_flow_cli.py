@@ -61,3 +61,39 @@ def test_a_dem_given_filled_that_is_not_is_refused(tmp_path):
         assert not (tmp_path / "o.zarr").exists()
     rc, _, err = run_cli("flow", asc, "-o", tmp_path / "o.zarr")
     assert rc == 0, err
+
+
+def test_cells_cut_off_from_the_named_outlets_are_counted_and_verified(tmp_path):
+    """Named outlets, and a region that a ring of nodata cuts off from all of them: the
+    region's sinks drain nowhere (0, as the reference's flats without a drain); the summary
+    counts them and ``verify`` certifies the store (it failed its own output before)."""
+    import json
+
+    from grids import CS, XLL, YLL
+    from oracles import ref_directions
+    rng = np.random.default_rng(3)
+    z = (100 + rng.integers(0, 20, (40, 40))).astype(np.float32)
+    z[10:30, 10] = z[10:30, 29] = z[10, 10:30] = z[29, 10:30] = np.nan
+    z[20, 20] = 50
+    asc = write_asc(tmp_path / "ring.asc", z)
+    (tmp_path / "o.csv").write_text(f"x,y\n{XLL + 0.5 * CS},{YLL + 0.5 * CS}\n")  # cell (39, 0)
+    outl = np.zeros(z.shape, bool)
+    outl[39, 0] = True
+    want = ref_directions(priority_flood(z, outlets=outl), cellsize=(CS, CS), outlets=outl)
+    inside = np.zeros(z.shape, bool)
+    inside[11:29, 11:29] = True
+    sinks = int(np.count_nonzero((want == 0) & inside))
+    assert sinks > 1 and np.count_nonzero(want == 0) == sinks + 1
+    for route in ("in-core", "tiled"):
+        out = tmp_path / f"{route}.zarr"
+        rc, text, err = run_cli("flow", asc, "--outlets", tmp_path / "o.csv", "--route", route,
+                                "--tile", "8", "-o", out, "--json")
+        assert rc == 0, err
+        s = json.loads(text)
+        assert (s["outlet_cells"], s["undrained_sinks"]) == (1, sinks), s
+        import zarr
+        np.testing.assert_array_equal(zarr.open_group(str(out), mode="r")["direction"][...],
+                                      np.where(np.isnan(z), 255, want))
+        rc, text, err = run_cli("verify", out, scheduler=None)
+        assert rc == 0 and "verified" in text, text + err
+        assert f"the {sinks} sinks of cells cut off from every named outlet" in text
