@@ -57,7 +57,7 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
     if not cells:
         raise InputError(f"{flow_path}: no outlets given")
     if snap > 0:
-        cells = snap_outlets(group["accumulation"][:], cells, snap / abs(gt[1]))
+        cells = snap_outlets(group["accumulation"][:], cells, snap, (abs(gt[1]), abs(gt[5])))
     try:
         labels = watershed(d, cells)
     except InputError as e:  # an outlet on nodata: said of the flow store

@@ -109,23 +109,34 @@ def _outlet_cells(outlets, R, C):
     return cells
 
 
-def snap_outlets(accumulation, outlets, radius_cells):
-    """Each outlet moved to the cell of largest accumulation within ``radius_cells``
-    (Euclidean, in cells, a number >= 0; ties: the first in row-major order)."""
+def snap_outlets(accumulation, outlets, radius, cellsize=(1.0, 1.0)):
+    """Each outlet moved to the cell of largest accumulation within ``radius`` (Euclidean
+    between cell centres, in the units of ``cellsize``, a number >= 0; ``cellsize`` ``(dx,
+    dy)`` or one number, default one cell; ties: the first in row-major order).
+
+    >>> acc = np.array([[1, 9, 2], [5, 1, 1]], np.float64)
+    >>> snap_outlets(acc, [(1, 0)], 1.0), snap_outlets(acc, [(1, 0)], 1.0, (1.0, 2.0))
+    ([(1, 0)], [(1, 0)])
+    >>> snap_outlets(acc, [(1, 0)], 1.5), snap_outlets(acc, [(1, 0)], 10.0, (1.0, 20.0))
+    ([(0, 1)], [(1, 0)])
+    """
     acc = np.asarray(accumulation)
     if acc.ndim != 2:
         raise InputError(f"accumulation: must be 2-D, got shape {acc.shape}")
     R, C = acc.shape
-    rad = float(radius_cells)
+    rad = float(radius)
     if not (np.isfinite(rad) and rad >= 0):
-        raise InputError(f"snap radius {radius_cells!r}: must be a number >= 0 (cells)")
-    k = int(np.floor(rad))
+        raise InputError(f"snap radius {radius!r}: must be a number >= 0")
+    dx, dy = (float(cellsize),) * 2 if np.ndim(cellsize) == 0 else map(float, cellsize)
+    if not (dx > 0 and dy > 0 and np.isfinite(dx) and np.isfinite(dy)):
+        raise InputError(f"cell size {cellsize!r}: must be positive")
+    kr, kc = int(np.floor(rad / dy)), int(np.floor(rad / dx))
     out = []
     for r, c in _outlet_cells(outlets, R, C):
-        r0, r1, c0, c1 = max(0, r - k), min(R, r + k + 1), max(0, c - k), min(C, c + k + 1)
+        r0, r1, c0, c1 = max(0, r - kr), min(R, r + kr + 1), max(0, c - kc), min(C, c + kc + 1)
         rr, cc = np.mgrid[r0:r1, c0:c1]
-        win = np.where(((rr - r) ** 2 + (cc - c) ** 2 <= rad * rad)
-                       & ~np.isnan(acc[r0:r1, c0:c1]), acc[r0:r1, c0:c1], -np.inf)
+        near = ((rr - r) * dy) ** 2 + ((cc - c) * dx) ** 2 <= rad * rad
+        win = np.where(near & ~np.isnan(acc[r0:r1, c0:c1]), acc[r0:r1, c0:c1], -np.inf)
         q = int(np.argmax(win))
         out.append((int(rr.ravel()[q]), int(cc.ravel()[q])) if np.isfinite(win.ravel()[q])
                    else (int(r), int(c)))

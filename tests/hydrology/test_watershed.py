@@ -237,3 +237,20 @@ def test_streams_need_no_pyproj(utm_flow, tmp_path, capsys, monkeypatch):
     x, y = json.loads((tmp_path / "s.geojson").read_text())["features"][0]["geometry"][
         "coordinates"][0]
     assert -81 < x < -79 and 35 < y < 36
+
+
+@pytest.mark.parametrize("cellsize", [(10.0, 30.0), (30.0, 10.0), (5.0, 5.0)])
+def test_snap_measures_in_map_units_on_cells_not_square(cellsize):
+    """An outlet snaps to the cell of largest accumulation whose centre lies within the
+    radius in map units (rows dy apart, columns dx), ties row-major: against every cell."""
+    from terrain.hydrology import snap_outlets
+    rng = np.random.default_rng(7)
+    acc = rng.integers(1, 50, (40, 50)).astype(np.float64)
+    acc[rng.random(acc.shape) < 0.1] = np.nan
+    dx, dy = cellsize
+    rr, cc = np.mgrid[0:40, 0:50]
+    for r, c, radius in [(20, 25, 31.0), (0, 0, 95.0), (39, 49, 61.0), (10, 3, 0.0)]:
+        near = (((rr - r) * dy) ** 2 + ((cc - c) * dx) ** 2 <= radius ** 2) & ~np.isnan(acc)
+        want = (r, c) if not near.any() else divmod(int(np.argmax(np.where(near, acc,
+                                                                              -np.inf))), 50)
+        assert snap_outlets(acc, [(r, c)], radius, cellsize) == [want], (r, c, radius)
