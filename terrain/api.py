@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .io.georef import GRID_MAPPING, check_weight_units, crs_wkt
+from .io.georef import GRID_MAPPING, check_north_up, check_weight_units, crs_wkt
 
 __all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
            "raster_like", "Georef", "MST_BITS", "CostDistance"]
@@ -160,7 +160,12 @@ def as_dem(dem, dtype=np.float32):
             pass
         if nodata is not None and not np.isnan(nodata):
             values = np.where(values == values.dtype.type(nodata), np.nan, values)
-        return values, Georef(_cellsize_of(da), _crs_of(da), None, da, None, where)
+        geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, where)
+        gt = _geotransform(geo, values.shape)
+        if gt is not None:  # y ascending: the rows run north
+            check_north_up(gt, where, "reverse the axis first (da.isel(y=slice(None, None, "
+                           "-1)) for y ascending)")
+        return values, geo
     if _is_dask(dem):
         dem = dem.compute()
     try:

@@ -103,6 +103,29 @@ def same_crs(a, b):
     return _crs(a) == _crs(b)
 
 
+def check_north_up(geotransform, where, flip="flip it north-up first (gdalwarp)"):
+    """:class:`InputError` unless GDAL ``geotransform`` is north-up: no rotation or shear,
+    columns running east and rows south (every step takes rows and columns as the grid's
+    axes; south-up rows would turn every north into south: flow codes, MST bits, backlinks);
+    ``flip`` says how to make it so.
+
+    >>> check_north_up((0, 10, 0, 100, 0, -10), "dem.tif")
+    >>> check_north_up((0, 10, 0, 0, 0, 10), "dem.tif")
+    Traceback (most recent call last):
+    terrain.errors.InputError: dem.tif: a south-up raster (its rows run north: geotransform 0, 10, 0, 0, 0, 10) is not supported; flip it north-up first (gdalwarp)
+    """
+    gt = [float(v) for v in geotransform]
+    text = ", ".join(f"{v:.10g}" for v in gt)
+    if gt[2] != 0 or gt[4] != 0:
+        raise InputError(f"{where}: a rotated or sheared raster (geotransform {text}) is not "
+                         "supported; warp it north-up first (gdalwarp)")
+    if gt[5] > 0 or gt[1] < 0:
+        what = "south-up" if gt[5] > 0 else "east-to-west"
+        axis = "rows run north" if gt[5] > 0 else "columns run west"
+        raise InputError(f"{where}: a {what} raster (its {axis}: geotransform {text}) is not "
+                         f"supported; {flip}")
+
+
 def is_geographic(wkt):
     """True when the CRS is geographic (degrees), False when projected or unknown."""
     return bool(wkt) and bool(_crs(wkt).is_geographic)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from .georef import check_north_up
 
 __all__ = ["Grid", "RasterGrid", "open_raster"]
 
@@ -136,10 +137,8 @@ def open_raster(path, band=None):
                 raise InputError(f"{path}: band {band} does not exist (the raster has "
                                  f"{src.count} band{'s' if src.count > 1 else ''})")
             gt = tuple(float(v) for v in src.transform.to_gdal())
-            if gt[2] != 0 or gt[4] != 0:  # every step here takes rows and columns as axes
-                raise InputError(f"{path}: a rotated or sheared raster (geotransform "
-                                 f"{', '.join(f'{v:.10g}' for v in gt)}) is not supported; "
-                                 "warp it north-up first (gdalwarp)")
+            if not (src.transform.is_identity and src.crs is None):  # else not georeferenced
+                check_north_up(gt, path)
             crs = src.crs.to_wkt() if src.crs else None
             header = {"driver": src.driver, "dtype": src.dtypes[band - 1], "count": src.count,
                       "band": band, "description": src.descriptions[band - 1],

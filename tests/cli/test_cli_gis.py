@@ -146,6 +146,39 @@ def test_a_rotated_raster_is_refused(tmp_path, capsys):
                                    "north-up first (gdalwarp)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rot.tif"]
 
+
+def test_a_south_up_raster_or_dataarray_is_refused(tmp_path, capsys):
+    """Rows running north would turn every north into south (flow's code 64 pointing
+    south, MST's S bits, backlinks): a south-up GeoTIFF and a DataArray with y ascending are
+    refused in one line; an ungeoreferenced raster (identity transform) is read as before."""
+    import xarray as xr
+
+    import terrain
+    path = tmp_path / "up.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.Affine(10, 0, 500000, 0, 30, 3985000)) as dst:
+        dst.write(np.ones((1, 20, 30), np.float32))
+    for command in (["ingest", path, "-o", tmp_path / "r.zarr"],
+                    ["flow", path, "-o", tmp_path / "f.zarr"]):
+        rc, out, err = run_main(capsys, *command)
+        assert rc == 2 and err == (f"terrain: {path}: a south-up raster (its rows run north: "
+                                   "geotransform 500000, 10, 0, 3985000, 0, 30) is not "
+                                   "supported; flip it north-up first (gdalwarp)\n"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["up.tif"]
+    z = xr.DataArray(np.ones((4, 5), np.float32), dims=("y", "x"),
+                     coords={"y": np.arange(4) * 10.0, "x": np.arange(5) * 10.0})
+    with pytest.raises(terrain.InputError, match=r"^DataArray: a south-up raster .* reverse"):
+        terrain.flow(z)
+    assert terrain.flow(z.isel(y=slice(None, None, -1))).direction.shape == (4, 5)
+    plain = tmp_path / "plain.tif"
+    with rasterio.open(plain, "w", driver="GTiff", height=4, width=5, count=1,
+                       dtype="float32") as dst:
+        dst.write(np.ones((1, 4, 5), np.float32))
+    rc, out, err = run_main(capsys, "ingest", plain, "-o", tmp_path / "p.zarr")
+    assert rc == 0, err
+
+
 def test_info_on_mst_outputs(tmp_path, capsys):
     from terrain.io import write_synth
     write_synth(tmp_path / "s.asc", 30, 40, seed=1, nodata=0.1)
