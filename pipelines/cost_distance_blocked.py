@@ -139,6 +139,7 @@ class _Context:
     def __init__(self, plan, spec, reader, files, has_f, name, cache=None):
         self.plan, self.spec, self.reader, self.files = plan, spec, reader, files
         self.has_f, self.name, self.cache = has_f, name, cache
+        self.key = f"{os.getpid()}-{id(self)}"
 
     def take(self, i, j, stage):
         """Block ``(i, j)``'s ``{"z", "f", "d", "l"}`` (``d``/``l`` None when not stored yet),
@@ -160,6 +161,32 @@ class _Context:
                 self.files.write(name, i, j, e[name])
             return
         self.cache.put(i, j, e)
+
+    def __reduce__(self):
+        # with a cache the tasks run in this process (an in-process cluster pickles its task
+        # graph all the same): a pickled context names the one held here, cache and lock
+        if self.cache is None:
+            return (_Context, (self.plan, self.spec, self.reader, self.files, self.has_f,
+                               self.name))
+        return (_context_held, (self.key,))
+
+
+#: the contexts with a cache of the runs in this process (:func:`_Context.__reduce__`)
+_HELD = {}
+
+
+def _context_held(key):
+    return _HELD[key]
+
+
+@contextlib.contextmanager
+def _held(ctx):
+    """``ctx`` held in this process (what its pickled copies name) while the block is run."""
+    _HELD[ctx.key] = ctx
+    try:
+        yield
+    finally:
+        _HELD.pop(ctx.key, None)
 
 
 class BlockCache:
@@ -425,7 +452,7 @@ def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, ups
     cache_budget = None if cache is None else cache.nbytes
     ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"],
                    cache)
-    with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
+    with _held(ctx), cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
         if upstream:
             cluster.compute(*upstream, label="cost-ingest")
         prepare_layers(out_path, shape, tile, geo or {}, friction_store is not None)

@@ -50,3 +50,27 @@ def test_two_worker_processes_give_the_threads_result(tmp_path, dem, small_shard
             got = _layers(tmp_path / f"{algorithm}-2.zarr")
             for n in LAYERS:
                 np.testing.assert_array_equal(got[n], want[n], err_msg=(algorithm, n))
+
+
+@pytest.mark.slow
+def test_the_in_process_cluster_gives_the_threads_result(tmp_path, dem, small_shards):
+    """Every algorithm on the in-process LocalCluster (``local``: the default above 8192²
+    cells, where ``auto`` picks the blocked algorithm under a budget): the threads
+    scheduler's bits. The blocked run's context (its block cache and lock) is pickled with
+    the task graph as a name of the one held in this process (it failed to serialize)."""
+    pytest.importorskip("distributed")
+    from pipelines.ingest import ingest
+
+    _, path = dem
+    store = tmp_path / "dem.zarr"
+    ingest(path, store, tile=8, scheduler="threads")
+    common = dict(cells=["3,4", "55,40", "10,49"], tile=8, backend="cpu")
+    for algorithm, extra in (("blocked", {"memory": "1MB"}), ("tiled", {"tile_sssp": 4}),
+                             ("in-core", {})):
+        for scheduler in ("threads", "local"):
+            cd.run_cost_distance(store, tmp_path / f"{algorithm}-{scheduler}.zarr",
+                                 algorithm=algorithm, scheduler=scheduler, **common, **extra)
+        want = _layers(tmp_path / f"{algorithm}-threads.zarr")
+        got = _layers(tmp_path / f"{algorithm}-local.zarr")
+        for n in LAYERS:
+            np.testing.assert_array_equal(got[n], want[n], err_msg=(algorithm, n))
