@@ -357,7 +357,8 @@ def ingest_command(args):
         warnings.simplefilter("always")
         open_grid(args.input, **options)
     for w in caught:  # once, as one line (e.g. a multi-band input without --band)
-        print(f"terrain: warning: {w.message} (--band N picks another)", file=sys.stderr)
+        hint = " (--band N picks another)" if "; reading band" in str(w.message) else ""
+        print(f"terrain: warning: {w.message}{hint}", file=sys.stderr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,

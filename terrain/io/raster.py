@@ -53,7 +53,7 @@ class RasterGrid(Grid):
             raise ValueError(f"read_rows: rows {r0}:{r1} outside 0:{rows}")
         if out is None:
             out = np.empty((r1 - r0, cols), np.float32)
-        a = r0
+        a, reason = r0, None
         try:
             while a < r1:
                 with rasterio.open(self.path) as src:
@@ -63,7 +63,9 @@ class RasterGrid(Grid):
         except rasterio.errors.RasterioError as e:
             # rasterio's own message says "See previous exception": GDAL's reason is the cause
             reason = str(e.__cause__ or e).strip()
-            raise InputError(f"{self.path}: read failed ({reason})") from None
+        if reason is not None:  # raised outside the handler: a task's error then carries no
+            # rasterio error, which does not unpickle (a cluster handed back a repr of both)
+            raise InputError(f"{self.path}: read failed ({reason})")
         return out
 
     def _read_piece(self, src, a, b, out):
