@@ -669,15 +669,35 @@ def url_output(target, overwrite=False, *, inputs=(), key=None, resume=False, no
             raise InputError(f"{url}: cannot write there: {_short(e)}") from None
 
 
+@contextlib.contextmanager
 def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False):
     """Where a command writes ``target``: :func:`url_output` for a URL or a
     :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: the run's key,
-    its partial's name there, its checkpoints' folder at a URL)."""
+    its partial's name there, its checkpoints' folder at a URL). A local input that another
+    command rewrites while the block runs is an :class:`InputError` before anything is
+    published: the result would hold some of each (and record the new one's fingerprint)."""
+    local = [Path(i) for i in inputs if i is not None and not is_remote(i) and Path(i).exists()]
+    before = [_fingerprint_now(i) for i in local]
     if is_remote(target):
-        return url_output(target, overwrite, inputs=inputs, key=key, resume=resume)
-    from .outputs import atomic_output
-    return atomic_output(target, overwrite, inputs=[i for i in inputs if not is_remote(i)],
-                         key=key, resume=resume)
+        out = url_output(target, overwrite, inputs=inputs, key=key, resume=resume)
+    else:
+        from .outputs import atomic_output
+        out = atomic_output(target, overwrite, inputs=[i for i in inputs if not is_remote(i)],
+                            key=key, resume=resume)
+    with out as tmp:
+        yield tmp
+        for path, seen in zip(local, before):
+            if _fingerprint_now(path) != seen:
+                raise InputError(f"{path}: changed while this run read it (written by another "
+                                 f"command): {target} not written; run it again")
+
+
+def _fingerprint_now(path):
+    """:func:`input_fingerprint` of a local input, None where it is gone or no store."""
+    try:
+        return input_fingerprint(path)
+    except OSError:
+        return None
 
 
 def _publish_held_root(fs, root, url):

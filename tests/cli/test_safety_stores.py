@@ -178,3 +178,34 @@ def test_stores_stay_readable_by_xarray_and_rioxarray(tmp_path):
     ref, _ = read_grid(SAMPLE)
     assert np.array_equal(ds["elevation"].values, ref, equal_nan=True)
     assert ds["elevation"].rio.transform() is not None
+
+
+@pytest.mark.parametrize("command", ["mst", "fill"])
+def test_a_dem_store_rewritten_during_the_run_is_refused(tmp_path, monkeypatch, capsys,
+                                                         command):
+    """Another command rewrites the DEM store while a result is computed from it: the run
+    says so and publishes nothing (it published the old DEM's result with the new DEM's
+    fingerprint, and verify then failed it)."""
+    import importlib
+
+    from cli import run_main
+    from pipelines.ingest import ingest
+    from terrain.io import write_synth
+    write_synth(tmp_path / "a.asc", 60, 50, seed=1)
+    write_synth(tmp_path / "b.asc", 60, 50, seed=2)
+    store = tmp_path / "dem.zarr"
+    ingest(tmp_path / "a.asc", store, tile=16, scheduler="synchronous")
+    module = importlib.import_module(f"pipelines.{command}")
+    real = module.finish_store
+
+    def rewritten_first(path):
+        ingest(tmp_path / "b.asc", store, tile=16, scheduler="synchronous", overwrite=True)
+        return real(path)
+
+    monkeypatch.setattr(module, "finish_store", rewritten_first)
+    out = tmp_path / "out.zarr"
+    rc, _, err = run_main(capsys, command, store, "-o", out, "--backend", "cpu")
+    assert rc == 2 and err == (f"terrain: {store}: changed while this run read it (written by "
+                               f"another command): {out} not written; run it again\n"), err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "a.asc", "b.asc", "dem.zarr"]
