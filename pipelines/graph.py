@@ -10,6 +10,7 @@ as Dask graphs").
 """
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -343,8 +344,9 @@ _GRID_HEADERS = ("ncols", "nrows", "xllcorner", "xllcenter", "north:", "south:",
 
 
 def is_graph_input(path):
-    """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix, or
-    a text whose first content line is an edge ``U V [W]``) rather than a grid."""
+    """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix, a
+    DIMACS text, or a text whose first content line, after a row of column names, is an edge
+    ``U V [W ...]``, spaces or commas between) rather than a grid."""
     from terrain.graph import is_graph_cache
     from terrain.io.remote import is_remote
     if is_remote(path):  # a tile store at a URL (terrain.io.remote.Location)
@@ -367,19 +369,37 @@ def is_graph_input(path):
             head = f.read(4096).decode("utf-8", "replace")
     except OSError:
         return False  # the grid path reports the missing file
+    named = False  # a row of column names (SNAP's "source,target,weight") seen first
     for line in head.splitlines():
         text = line.strip().lower()
         if not text or text.startswith(("#", "%")):
             continue
         if text.startswith(_GRID_HEADERS):
             return False
-        tokens = text.split()
+        if text.startswith("p sp"):  # DIMACS (its "c" lines are comments)
+            return True
+        if text == "c" or text.startswith("c "):
+            continue
+        # separated as the graph loader separates them: whitespace or commas, and columns
+        # after the weight (KONECT's timestamps) allowed
+        tokens = [t for t in re.split(r"[\s,]+", text) if t]
         try:
             [float(t) for t in tokens]
         except ValueError:
-            return False
-        return 2 <= len(tokens) <= 3 and all(t.lstrip("-").isdigit() for t in tokens[:2])
+            if named or len(tokens) < 2 or any(_is_number(t) for t in tokens):
+                return False
+            named = True
+            continue
+        return len(tokens) >= 2 and all(t.lstrip("-").isdigit() for t in tokens[:2])
     return False
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _mst_graph_task(graph, backend):

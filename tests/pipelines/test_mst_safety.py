@@ -39,6 +39,21 @@ def test_grid_options_on_a_graph_file_are_refused(work, capsys):
     assert (work / "karate.mst.csv").is_file()
 
 
+@pytest.mark.parametrize("name, text", [
+    ("c.txt", "1,2,3\n2,3,4\n"),                                # SNAP with commas
+    ("c2.csv", "source,target,weight\n1,2,3\n2,3,4\n"),        # a row of column names
+    ("k.txt", "1 2 3 100\n2 3 4 101\n"),                        # KONECT: a timestamp after
+    ("d.txt", "c a DIMACS file\np sp 3 2\na 1 2 3\na 2 3 4\n"),   # DIMACS without .gr
+])
+def test_edge_lists_the_loader_reads_are_graphs_to_mst(work, capsys, name, text):
+    """``mst FILE`` takes every edge list the graph commands read as a graph (it took these
+    for grids: "no header (expected ESRI 'ncols ...'"), and computes the same forest."""
+    (work / name).write_text(text)
+    rc, out, err = run_main(capsys, "mst", work / name, "-o", work / "f.csv", scheduler=None)
+    assert rc == 0, err
+    assert (work / "f.csv").read_text().splitlines() == ["u,v,weight", "1,2,3", "2,3,4"]
+
+
 def test_a_directory_input_says_what_it_is(work):
     # "output lies inside the input" was said of `mst . -o x.zarr`
     proc = run_terrain("mst", ".", "-o", "x.zarr", cwd=work)
