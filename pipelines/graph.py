@@ -125,7 +125,8 @@ def graph_ingest_command(args):
     check_outputs([args.graph], [args.output], args.overwrite)
     t0 = time.perf_counter()
     s = _load_and_run(_source(args), _write_task, (args.output, args.overwrite),
-                      directed=None, name="graph-write", label="graph-ingest")
+                      directed=True if args.directed else None, name="graph-write",
+                      label="graph-ingest")
     seconds = time.perf_counter() - t0 - s["write_seconds"]
     print(f"{args.output}: {s['n']} vertices, {s['m']} edges "
           f"(format {s['format']}, parsed in {seconds:.2f} s, "

@@ -322,6 +322,9 @@ def build_parser():
     p = sub.add_parser("graph-ingest", help="parse a sparse graph once and cache its CSR")
     _add_graph_input(p)
     p.add_argument("-o", "--output", required=True, metavar="G.zarr", help="the graph cache to write")
+    p.add_argument("--directed", action="store_true",
+                   help="keep the arcs as listed, for sssp --directed (DIMACS .gr always; "
+                   "default: undirected)")
     p.add_argument("--overwrite", action="store_true", help="replace G.zarr if it exists")
     _add_scheduler(p)
 
@@ -344,7 +347,8 @@ def build_parser():
     p.add_argument("--delta", type=_positive_float, default=None, metavar="D",
                    help="bucket width of delta-stepping (default: from the weights)")
     p.add_argument("--directed", action="store_true",
-                   help="arcs as listed (DIMACS .gr always; default: undirected)")
+                   help="arcs as listed (DIMACS .gr and caches ingested --directed always; "
+                   "default: undirected)")
     _add_vertex_results(p)
     _add_backend(p)
     _add_scheduler(p)

@@ -163,9 +163,13 @@ def graph_from_edges(edges, *, lcc=False, directed=None):
 
 def finish_graph(graph, source, *, lcc=False, directed=None):
     """Refuse a graph without edges (:class:`InputError` naming ``source``); ``lcc``: keep
-    its largest component (counts in ``graph.meta['lcc']``); ``directed=False``: undirected."""
+    its largest component (counts in ``graph.meta['lcc']``); ``directed=False``: undirected;
+    ``directed=True`` of an undirected graph (a cache stored so): :class:`InputError`."""
     if directed is False and graph.directed:
         graph = graph.undirected()
+    if directed and not graph.directed:  # the arcs' directions are gone: not guessed back
+        raise InputError(f"{source}: a graph cache stored undirected, without its arcs' "
+                         "directions (cache the file directed to keep them)")
     if graph.m == 0:
         raise InputError(f"{source}: empty graph (no edges besides self-loops)")
     if lcc:

@@ -288,6 +288,31 @@ def test_bad_source_and_cache_cli(tmp_path):
     assert code == 2 and "not 0..n-1" in err and not (tmp_path / "d.npy").exists()
 
 
+def test_a_cache_keeps_the_arcs_directions_only_when_asked(tmp_path):
+    """sssp --directed of a cache stored undirected ran undirected (its summary said so):
+    refused; graph-ingest --directed keeps the arcs, and sssp of that cache is the raw
+    file's, against NetworkX's directed distances."""
+    path = _write(tmp_path / "g.txt", "1 2 1\n2 3 1\n3 1 5\n")
+    want = nx.single_source_dijkstra_path_length(
+        nx.DiGraph([(1, 2, {"weight": 1}), (2, 3, {"weight": 1}), (3, 1, {"weight": 5})]), 2)
+    for flags, name in (([], "u.zarr"), (["--directed"], "d.zarr")):
+        code, _, err = _cli("graph-ingest", path, "-o", tmp_path / name, *flags, scheduler=None)
+        assert code == 0, err
+    code, _, err = _cli("sssp", tmp_path / "u.zarr", "--source", "2", "--directed")
+    assert code == 2 and err.strip() == (f"terrain: {tmp_path / 'u.zarr'}: a graph cache stored "
+                                         "undirected, without its arcs' directions (cache the "
+                                         "file directed to keep them)"), err
+    with pytest.raises(InputError, match="stored undirected"):
+        load_graph(tmp_path / "u.zarr", directed=True)
+    for source in (path, tmp_path / "d.zarr"):
+        code, out, err = _cli("sssp", source, "--source", "2", "--directed", "--out",
+                              tmp_path / f"{source.name}.npz", "--backend", "cpu")
+        assert code == 0, err
+        with np.load(tmp_path / f"{source.name}.npz") as z:
+            got = dict(zip(z["id"].tolist(), z["distance"].tolist()))
+        assert got == want, (source, got)
+
+
 @pytest.mark.parametrize("scheduler", [None, "threads"], ids=["LocalCluster", "threads"])
 def test_error_inside_a_task_is_one_line_exit_2_on_every_scheduler(tmp_path, scheduler):
     """The parse error is raised in a Dask task; it reaches the CLI unchanged (the
