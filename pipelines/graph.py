@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import atomic_output, check_output_free
-from terrain.io.outputs import check_outputs
+from terrain.io.outputs import atomic_output, check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, check_table_path, dense_ids,
@@ -286,9 +285,9 @@ def summarize_ids(ids, shown=_SHOWN):
     return f"{len(ids)} vertices: {body}"
 
 
-def _write_ids(path, ids):
-    """One id a line, atomically (never over an existing file)."""
-    with atomic_output(path) as tmp:
+def _write_ids(path, ids, overwrite=False):
+    """One id a line, atomically (over an existing file only with ``overwrite``)."""
+    with atomic_output(path, overwrite) as tmp:
         with open(tmp, "w") as f:
             f.writelines(f"{v}\n" for v in ids)
 
@@ -296,8 +295,9 @@ def _write_ids(path, ids):
 def diameter_command(args):
     """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
     get_backend(args.backend, work=0)  # the name checked before the graph is read
+    overwrite = getattr(args, "overwrite", False)
     if getattr(args, "path_out", None):
-        check_output_free(args.path_out)
+        check_outputs([args.graph], [args.path_out], overwrite)
     weighted = getattr(args, "weighted", False)
     if weighted and args.effective:
         raise InputError("--effective does not combine with --weighted: the effective "
@@ -310,7 +310,7 @@ def diameter_command(args):
     out = result.as_dict()
     out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend)
     if getattr(args, "path_out", None):
-        _write_ids(args.path_out, result.path)
+        _write_ids(args.path_out, result.path, overwrite)
         out["path_out"] = str(args.path_out)
     if args.json:
         print(json.dumps(out))
@@ -436,7 +436,7 @@ def mst_graph_command(args):
     backend = get_backend(args.backend)
     out = Path(args.output) if args.output else Path(args.input).with_name(
         Path(args.input).name.split(".")[0] + ".mst.csv")
-    check_output_free(out, args.overwrite)
+    check_outputs([args.input], [out], args.overwrite)
     if out.suffix.lower() == ".npy":
         raise InputError(f"{out}: an edge table needs .parquet, .csv or .npz")
     check_table_path(out)

@@ -366,6 +366,7 @@ def build_parser():
                    help="print the result as JSON, with the whole diameter path")
     p.add_argument("--path-out", default=None, metavar="FILE",
                    help="write the diameter path (one vertex id a line) to FILE")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     _add_backend(p)
     _add_scheduler(p)
 

@@ -214,6 +214,15 @@ def test_diameter_prints_a_summary_of_the_path(tmp_path, capsys):
     ids = [int(x) for x in (tmp_path / "p.txt").read_text().split()]
     assert len(ids) == 60 and {ids[0], ids[-1]} == {1, 60}
     rc, out, err = run_main(capsys, "diameter", g, "--backend", "cpu", "--path-out", tmp_path / "p.txt")
-    assert rc == 2 and "exists" in err
+    assert rc == 2 and "exists (use --overwrite to replace it)" in err
+    (tmp_path / "p.txt").write_text("old\n")  # the message's --overwrite exists (it did not)
+    rc, out, err = run_main(capsys, "diameter", g, "--backend", "cpu", "--path-out",
+                            tmp_path / "p.txt", "--overwrite")
+    assert rc == 0 and len((tmp_path / "p.txt").read_text().split()) == 60, err
+    for command in (["diameter", g, "--path-out", g, "--overwrite"],  # never over the input
+                    ["mst", g, "-o", g, "--overwrite"]):
+        rc, out, err = run_main(capsys, *command)
+        assert rc == 2 and err == f"terrain: {g}: output is the input {g}\n", err
+    assert g.read_text().startswith("1 2\n2 3\n")
     rc, out, err = run_main(capsys, "diameter", g, "--backend", "cpu", "--json")
     assert len(json.loads(out)["path"]) == 60
