@@ -266,7 +266,7 @@ _MESSAGES = {
     _ERR_FEW: "cannot parse {text!r}: expected two vertex ids",
     _ERR_NEG: "negative vertex id in {text!r}",
     _ERR_TAG: "cannot parse {text!r}: expected {what}",
-    _ERR_BIG: "vertex id too large in {text!r}",
+    _ERR_BIG: "vertex id too large in {text!r} (ids are below 10^18: 18 digits at most)",
     _ERR_RANGE: "vertex id out of the declared range {lo}..{n} in {text!r}",
     _ERR_LINES: "more adjacency lines or entries than the header declares: {text!r}",
     _ERR_WEIGHT: "cannot parse {text!r}: expected a numeric weight after the two vertex "
