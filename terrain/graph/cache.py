@@ -84,7 +84,8 @@ def read_graph_cache(path):
             weights is not None and (weights.size != indices.size
                                      or weights.dtype.name != attrs.get("weight_dtype"))):
         raise InputError(f"{path}: damaged graph cache (array sizes disagree with attributes)")
-    return Graph(indptr, indices, ids, int(attrs["id_base"]), attrs.get("name", str(path)),
+    # named by the cache (what messages about it say); the parsed file is meta["source"]
+    return Graph(indptr, indices, ids, int(attrs["id_base"]), str(path),
                  dict(attrs.get("meta", {})), weights, bool(attrs.get("directed", False)))
 
 

@@ -134,7 +134,9 @@ class Graph:
         for x in ids:
             v = find(x)
             if v is None:
-                raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
+                kept = (" (only its largest connected component was kept)"
+                        if "lcc" in self.meta else "")
+                raise InputError(f"{self.name}: {what} {x!r} is not in the graph{kept}")
             out.append(v)
         return np.asarray(out, dtype=np.int64)
 

@@ -286,6 +286,15 @@ def test_bad_source_and_cache_cli(tmp_path):
     code, _, err = _cli("bfs", tmp_path / "g.zarr", "--source", "30", "--out",
                         tmp_path / "d.npy")
     assert code == 2 and "not 0..n-1" in err and not (tmp_path / "d.npy").exists()
+    # a cache is named by itself in messages (the file it was parsed from before); a
+    # vertex --lcc dropped is said to be so
+    code, _, err = _cli("graph-ingest", _write(tmp_path / "two.txt", "1 2\n2 3\n7 8\n"),
+                        "-o", tmp_path / "two.zarr", "--lcc", scheduler=None)
+    assert code == 0, err
+    code, _, err = _cli("bfs", tmp_path / "two.zarr", "--source", "7")
+    assert code == 2 and err.strip() == (f"terrain: {tmp_path / 'two.zarr'}: source vertex 7 is "
+                                         "not in the graph (only its largest connected "
+                                         "component was kept)"), err
 
 
 def test_a_cache_keeps_the_arcs_directions_only_when_asked(tmp_path):
