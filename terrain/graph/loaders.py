@@ -101,7 +101,8 @@ class GraphFilePlan:
     wmode, sep : int
         Weight column (:func:`terrain.graph._native.parse_pairs`); ``ord(",")`` or 0.
     counts : tuple or None
-        SNAP: ``(a, b, line)``, a first line that may be a header of counts.
+        SNAP: ``(a, b, line, next line, its text)``, a first line that may be a header of
+        counts, and the content line after it.
     memory : int
         Bytes the reading may take (larger sizes are refused before they are allocated).
     """
@@ -483,9 +484,11 @@ def _snap_header(path, head, whole):
         tokens = split(tokens or [])
     # ids of more than 18 digits are refused as ids (the parser's), not read as counts
     if len(tokens) == 2 and all(t.isdigit() and len(t) <= 18 for t in tokens):
-        out["counts"] = (int(tokens[0]), int(tokens[1]), lineno)
+        first = (int(tokens[0]), int(tokens[1]), lineno)
         out["body"] = nxt
-        _, tokens, _ = _first_content_line(lines, lineno, ("#", "%"), whole)
+        lineno, tokens, _ = _first_content_line(lines, lineno, ("#", "%"), whole)
+        # the line after: where a file whose first line is an edge goes wrong if weighted
+        out["counts"] = (*first, lineno, " ".join(tokens or []))
         tokens = split(tokens or [])
     out["wmode"] = 3 if len(tokens) >= 3 else 1
     return out
@@ -835,7 +838,7 @@ def _counts_header(plan, chunks):
     back first as an edge (an :class:`InputError` in a weighted file). The lines after the
     counted edges are not read: a warning names the first (a typo there would otherwise
     cut the graph short unseen)."""
-    a, b, line = plan.counts
+    a, b, line, after, text = plan.counts
     stop = next((j for j, c in enumerate(chunks) if c.error is not None), len(chunks))
     kept = chunks[:stop + 1]
     edges = sum(c.u.size for c in kept)
@@ -852,9 +855,9 @@ def _counts_header(plan, chunks):
         return kept
     note = (f" (a SNAP edge list: its first line {a} {b} would be a header of counts if "
             f"exactly {a} or {b} edge lines with ids up to the other count followed it)")
-    if plan.wmode != 1:
-        raise InputError(f"{where(plan.path, line)}: cannot parse '{a} {b}': expected a "
-                         f"numeric weight like the edge lines after it{note}")
+    if plan.wmode != 1:  # the first line is an edge without a weight: the next one is wrong
+        raise InputError(f"{where(plan.path, after)}: cannot parse {text!r}: a third column, "
+                         f"where the file's first edge line, {line}, has none{note}")
     first = EdgeChunk(np.array([a], np.int64), np.array([b], np.int64), 0)
     return [first] + list(chunks)
 

@@ -72,7 +72,9 @@ def test_snap_third_column(tmp_path, gz, kind):
 @pytest.mark.parametrize("text,line,what", [
     ("1 2 3\n2 3\n3 4 5\n", 2, "expected a numeric weight"),       # a line without
     ("1 2\n2 3\n3 4 7\n", 3, "a third column"),                    # a weight where none
-    ("1 2\n2 3 7\n", 1, "like the edge lines after it"),
+    # the first line an edge, not a header of counts: unweighted, the next line is wrong
+    ("1 2\n2 3 7\n", 2, "cannot parse '2 3 7': a third column, where the file's first edge "
+                        "line, 1, has none"),
     ("1 2 3\n3 4 x\n", 2, "expected a numeric weight"),
     ("# w\n1 2 3\n3 4 abc\n", 3, "expected a numeric weight"),
     ("1 2 0.5\n3 4 nan\n", 2, "expected a numeric weight"),
