@@ -537,7 +537,7 @@ def _dimacs_header(path, head, whole):
         raise InputError(f"{where(path, lineno)}: cannot parse DIMACS header "
                          f"{' '.join(header)!r}: expected 'p sp NODES ARCS'") from None
     return {"body": body, "n": n, "id_base": 1, "declared": (1, n, n), "wmode": 2,
-            "directed": True}
+            "directed": True, "entries": m, "size_line": lineno}
 
 
 def _metis_header(path, head, whole):
@@ -812,8 +812,9 @@ def edges_from_chunks(plan, chunks, joined=None):
                 raise InputError(f"{where(plan.path, int(line) + err[0])}: {err[1]}")
     m = sum(c.u.size for c in chunks)
     if plan.entries >= 0 and m != plan.entries:
-        raise InputError(f"{where(plan.path, plan.size_line)}: the size line declares "
-                         f"{plan.entries} entries, the file has {m}")
+        declared = (f"the header declares {plan.entries} arcs" if plan.fmt == "dimacs" else
+                    f"the size line declares {plan.entries} entries")
+        raise InputError(f"{where(plan.path, plan.size_line)}: {declared}, the file has {m}")
     if m == 0:
         raise InputError(f"{plan.path}: empty graph (no edges)")
     if joined is not None and joined[0].size != m:

@@ -138,6 +138,11 @@ def test_dimacs(tmp_path, gz):
     g = load_graph(_write(tmp_path / "g.gr", text, gz, crlf=True))
     assert g.n == n and g.meta["format"] == "dimacs"
     assert _edge_set(g) == _reference_edges(pairs)
+    # arcs missing (a file cut short at a line end): refused as a Matrix Market file is
+    short = text.rsplit("a ", 1)[0]
+    with pytest.raises(InputError, match=rf"g\.gr(\.gz)?:2: the header declares "
+                                         rf"{len(pairs)} arcs, the file has {len(pairs) - 1}$"):
+        load_graph(_write(tmp_path / "g.gr", short, gz))
 
 
 @pytest.mark.parametrize("gz", [False, True])
