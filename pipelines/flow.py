@@ -39,7 +39,7 @@ from terrain.hydrology import (FlowSpec, accumulation_pass, check_drained, direc
                                flow_accumulation, flow_directions, flow_fits_on_device,
                                forget_flat_states, group_totals)
 from terrain.io.geotiff import geotiff_paths
-from terrain.io.georef import finish_store, mark_raster, write_georeference
+from terrain.io.georef import finish_store, mark_raster, warn_degrees, write_georeference
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                output_at, remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
@@ -224,6 +224,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         shape, gt, crs = grid.shape, list(grid.geotransform), grid.crs
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
+    warn_degrees(crs, inp, "a step east as long as a step north (at 60° it is half as long): "
+                 "the steepest descents between them are the degrees', not the ground's")
     cells = None if outlets is None else named_outlets(outlets, gt, shape, crs)
     if weights is not None:
         _plans.check_same_grid(weights, shape, gt, "weights raster", crs)

@@ -18,6 +18,7 @@ import numpy as np
 
 from terrain.errors import InputError
 from terrain.hydrology import snap_outlets, stream_links, watershed
+from terrain.io.georef import warn_degrees
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.io.points import cell_centre, path_format, write_paths
 from terrain.io.zarr_meta import codec, open_group
@@ -115,6 +116,7 @@ def run_streams(flow_path, output, threshold, overwrite=False):
     group, summary = read_flow_store(flow_path)
     d = group["direction"][:]
     gt, crs = _geo(group, d.shape)
+    warn_degrees(crs, flow_path, "so are the links' lengths")
     links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
     lines, props = [], []
     for link in links:

@@ -23,9 +23,9 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "write_georeference",
-           "mark_raster", "finish_store", "fill_value_attr", "check_weight_units", "GRID_MAPPING",
-           "RASTER_DIMS", "METRIC_WEIGHTS"]
+__all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
+           "write_georeference", "mark_raster", "finish_store", "fill_value_attr",
+           "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS"]
 
 GRID_MAPPING = "spatial_ref"
 RASTER_DIMS = ("y", "x")
@@ -124,6 +124,15 @@ def check_north_up(geotransform, where, flip="flip it north-up first (gdalwarp)"
         axis = "rows run north" if gt[5] > 0 else "columns run west"
         raise InputError(f"{where}: a {what} raster (its {axis}: geotransform {text}) is not "
                          f"supported; {flip}")
+
+
+def warn_degrees(crs, where, what):
+    """A warning (not a refusal: flow directions on a geographic DEM are common) that the
+    cells of ``where`` are in degrees, and ``what`` follows from it."""
+    if crs and is_geographic(crs):
+        warnings.warn(f"{where}: the CRS ({crs_label(crs)}) is geographic: cells are in "
+                      f"degrees, {what}; reproject the DEM to a projected CRS for metres",
+                      UserWarning, stacklevel=1)
 
 
 def is_geographic(wkt):

@@ -130,6 +130,27 @@ def test_length_weights_on_a_geographic_crs(three_bands, tmp_path, capsys):
 
 
 
+def test_flow_and_streams_of_a_geographic_dem_warn_of_degrees(tmp_path, capsys):
+    """D8 directions of a DEM in longitude/latitude are common (not refused as slope and
+    cost are), but its cells are degrees: flow and streams say so in one line each (both
+    were silent, the links' lengths in degrees)."""
+    path = tmp_path / "geo.tif"
+    z = np.random.default_rng(1).random((30, 40)).astype(np.float32) * 100
+    with rasterio.open(path, "w", driver="GTiff", height=30, width=40, count=1,
+                       dtype="float32", crs="EPSG:4326",
+                       transform=rasterio.transform.from_origin(10, 60, 0.001, 0.001)) as dst:
+        dst.write(z, 1)
+    rc, out, err = run_main(capsys, "flow", path, "-o", tmp_path / "f.zarr")
+    assert rc == 0 and err.startswith(f"terrain: warning: {path}: the CRS (EPSG:4326) is "
+                                      "geographic: cells are in degrees, a step east"), err
+    assert err.count("\n") == 1, err
+    rc, out, err = run_main(capsys, "streams", tmp_path / "f.zarr", "--threshold", "5", "-o",
+                            tmp_path / "s.geojson", scheduler=None)
+    assert rc == 0 and err == (f"terrain: warning: {tmp_path / 'f.zarr'}: the CRS (EPSG:4326) "
+                               "is geographic: cells are in degrees, so are the links' "
+                               "lengths; reproject the DEM to a projected CRS for metres\n"), err
+
+
 def test_a_rotated_raster_is_refused(tmp_path, capsys):
     """Rows and columns are the map's axes everywhere: a rotated geotransform would put
     every output in the wrong place (190 m off in a trial), so it is refused in one line."""
