@@ -1754,10 +1754,16 @@ int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, con
     int64_t *node = malloc((size_t)(n > 0 ? n : 1) * sizeof *node);
     double *sumz = malloc((size_t)(n > 0 ? n : 1) * sizeof *sumz);
     uint8_t *drained = malloc((size_t)(n > 0 ? n : 1));
+    /* a component's highest elevation and its cells there: the cells at a spill level are
+     * not flooded, and whether the saddle joined the depression before the merge is the
+     * order among equal weights, so a depression's cells are those below the level */
+    float *top = malloc((size_t)(n > 0 ? n : 1) * sizeof *top);
+    int64_t *ntop = malloc((size_t)(n > 0 ? n : 1) * sizeof *ntop);
     int64_t cap = 16, k = 0, rc = -1;
     double *nodes = malloc((size_t)cap * 8 * sizeof *nodes);
     *out = NULL;
-    if (!parent || !size || !pit || !node || !sumz || !drained || !nodes) goto done;
+    if (!parent || !size || !pit || !node || !sumz || !drained || !top || !ntop || !nodes)
+        goto done;
     for (int64_t x = 0; x < n; ++x) {
         parent[x] = x;
         size[x] = 1;
@@ -1765,6 +1771,8 @@ int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, con
         node[x] = -1;
         sumz[x] = (double)z[x];
         drained[x] = drained0[x] != 0;
+        top[x] = z[x];
+        ntop[x] = 1;
     }
 /* a new row of nodes (zeros), the array doubled when full */
 #define HIER_ROW()                                                                             \
@@ -1808,9 +1816,10 @@ int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, con
                 if (deep[t]) {
                     const int64_t x = t == 0 ? a : b;
                     double *r = nodes + 8 * (ids[t] - 1);
+                    const int64_t at = top[x] == level ? ntop[x] : 0;
                     r[2] = (double)level;
-                    r[6] = (double)size[x];
-                    r[7] = (double)size[x] * (double)level - sumz[x];
+                    r[6] = (double)(size[x] - at);
+                    r[7] = (double)size[x] * (double)level - sumz[x]; /* those at it add 0 */
                 }
         if (deep[0] && deep[1]) {
             HIER_ROW()
@@ -1837,6 +1846,12 @@ int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, con
         parent[b] = a;
         size[a] += size[b];
         sumz[a] += sumz[b];
+        if (top[b] > top[a]) {
+            top[a] = top[b];
+            ntop[a] = ntop[b];
+        } else if (top[b] == top[a]) {
+            ntop[a] += ntop[b];
+        }
         pit[a] = low;
         const uint8_t dr = drained[a] || drained[b];
         drained[a] = dr;
@@ -1860,6 +1875,8 @@ done:
     free(node);
     free(sumz);
     free(drained);
+    free(top);
+    free(ntop);
     if (rc < 0)
         free(nodes);
     else
