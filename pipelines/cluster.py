@@ -133,7 +133,8 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     if spec:
         client = _connect(Client, spec)
         cluster = None
-        if not client.scheduler_info().get("workers"):  # an adaptive cluster may start none: wait, but say so
+        # an adaptive cluster may start with no worker: its tasks wait, but say so
+        if not client.scheduler_info().get("workers"):
             print(f"terrain: the Dask scheduler at {spec} has no workers yet; the tasks wait "
                   "for one to join", file=sys.stderr, flush=True)
         try:
