@@ -151,42 +151,34 @@ def test_flow_and_streams_of_a_geographic_dem_warn_of_degrees(tmp_path, capsys):
                                "lengths; reproject the DEM to a projected CRS for metres\n"), err
 
 
-def test_a_rotated_raster_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize("affine, message", [
+    ((10, 2, 500000, 2, -10, 4003000), "a rotated or sheared raster (geotransform 500000, 10, "
+     "2, 4003000, 2, -10) is not supported; warp it north-up first (gdalwarp)"),
+    ((10, 0, 500000, 0, 30, 3985000), "a south-up raster (its rows run north: geotransform "
+     "500000, 10, 0, 3985000, 0, 30) is not supported; flip it north-up first (gdalwarp)")])
+def test_a_raster_not_north_up_is_refused(tmp_path, capsys, affine, message):
     """Rows and columns are the map's axes everywhere: a rotated geotransform would put
-    every output in the wrong place (190 m off in a trial), so it is refused in one line."""
-    path = tmp_path / "rot.tif"
+    every output in the wrong place (190 m off in a trial), rows running north would turn
+    every north into south (flow's code 64 pointing south, MST's S bits, backlinks): both
+    are refused in one line."""
+    path = tmp_path / "r.tif"
     with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
                        dtype="float32", crs="EPSG:32617",
-                       transform=rasterio.Affine(10, 2, 500000, 2, -10, 4003000)) as dst:
+                       transform=rasterio.Affine(*affine)) as dst:
         dst.write(np.ones((1, 20, 30), np.float32))
     for command in (["ingest", path, "-o", tmp_path / "r.zarr"],
                     ["flow", path, "-o", tmp_path / "f.zarr"]):
         rc, out, err = run_main(capsys, *command)
-        assert rc == 2 and err == (f"terrain: {path}: a rotated or sheared raster (geotransform "
-                                   "500000, 10, 2, 4003000, 2, -10) is not supported; warp it "
-                                   "north-up first (gdalwarp)\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rot.tif"]
+        assert rc == 2 and err == f"terrain: {path}: {message}\n", err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.tif"]
 
 
-def test_a_south_up_raster_or_dataarray_is_refused(tmp_path, capsys):
-    """Rows running north would turn every north into south (flow's code 64 pointing
-    south, MST's S bits, backlinks): a south-up GeoTIFF and a DataArray with y ascending are
-    refused in one line; an ungeoreferenced raster (identity transform) is read as before."""
+def test_a_dataarray_with_y_ascending_is_refused(tmp_path, capsys):
+    """The API's twin of a south-up raster: a DataArray whose y ascends is refused in one
+    line; an ungeoreferenced raster (identity transform) is read as before."""
     import xarray as xr
 
     import terrain
-    path = tmp_path / "up.tif"
-    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
-                       dtype="float32", crs="EPSG:32617",
-                       transform=rasterio.Affine(10, 0, 500000, 0, 30, 3985000)) as dst:
-        dst.write(np.ones((1, 20, 30), np.float32))
-    for command in (["ingest", path, "-o", tmp_path / "r.zarr"],
-                    ["flow", path, "-o", tmp_path / "f.zarr"]):
-        rc, out, err = run_main(capsys, *command)
-        assert rc == 2 and err == (f"terrain: {path}: a south-up raster (its rows run north: "
-                                   "geotransform 500000, 10, 0, 3985000, 0, 30) is not "
-                                   "supported; flip it north-up first (gdalwarp)\n"), err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["up.tif"]
     z = xr.DataArray(np.ones((4, 5), np.float32), dims=("y", "x"),
                      coords={"y": np.arange(4) * 10.0, "x": np.arange(5) * 10.0})
     with pytest.raises(terrain.InputError, match=r"^DataArray: a south-up raster .* reverse"):
