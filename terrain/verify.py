@@ -501,7 +501,8 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     looped = cycle_cell(d)  # every path walked down once
     if looped >= 0:
         return cert.fail(f"direction of cell {_cell(looped, cols)} {_FLOW_WHY[10]}")
-    cert.checks.append("every cell's path ends at an outlet: no cycle")
+    cert.checks.append("every cell's path ends at an outlet" + (" or such a sink" if sinks
+                                                                  else "") + ": no cycle")
     cert.facts = {"cells": valid, "outlets": outl_n - sinks, "undrained_sinks": sinks}
     if accumulation is not None:
         acc = np.ascontiguousarray(accumulation, np.float64)
