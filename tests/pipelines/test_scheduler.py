@@ -281,6 +281,9 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
              str(sched_file), "--nthreads", "2", "--no-nanny", "--host", "127.0.0.1",
              "--no-dashboard", "--preload", str(preload)],
             cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        import distributed
+        with distributed.Client(address, timeout=60) as client:  # joined before the run
+            client.wait_for_workers(1, timeout=120)
         proc = subprocess.run(argv + ["-o", out, "--scheduler", address], cwd=tmp_path,
                               env=child_env(), capture_output=True, text=True, timeout=300)
     finally:
