@@ -587,11 +587,11 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         _python_show_warning(message, category, filename, lineno, file, line)
 
 
-#: what the command line adds to a library error that names one of these parameters
 #: the packages of the object stores' clients whose errors are the user's to fix (endpoint,
 #: credentials): one line, exit 2
 OBJECT_STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google", "adlfs", "azure")
 
+#: what the command line adds to a library error that names one of these parameters
 OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)",
                 "filled": " (without --filled, flow fills the DEM first)"}
 
