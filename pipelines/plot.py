@@ -1,6 +1,8 @@
 """``terrain plot STORE -o pic.png``: a hillshade of the DEM with the forest drawn on it;
 ``terrain plot COSTSTORE -o pic.png [--paths FILE.geojson]``: the cost-distance map with
 contours over the hillshade (and the least-cost paths ``terrain path`` wrote);
+``terrain plot FILLSTORE -o pic.png``: the depressions' depths over the hillshade;
+``terrain plot FLOWSTORE -o pic.png``: the flow accumulation (the stream network) over it;
 ``terrain plot GRAPH --source S -o levels.png``: a BFS's frontier size per level.
 
 No Dask graph: a picture reads a strided sample of the DEM (:func:`terrain.plot.read_for_picture`)
@@ -124,6 +126,30 @@ def _plot_cost_distance(args, group):
     return 0
 
 
+def _plot_hydrology(args, group, kind):
+    from terrain.plot import render_hydrology
+
+    check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
+    size, fmt = parse_size(args.size), picture_format(args.output)
+    dem = result_dem(args.store, group, group.attrs.get("source"), required=False)
+    units = (dem.attrs.get("units") if dem is not None else None)
+    with atomic_output(args.output, args.overwrite) as tmp:
+        info = render_hydrology(tmp, group[kind], dem, kind=kind, size=size,
+                                window=parse_window(args.window),
+                                geotransform=group.attrs.get("geotransform"),
+                                units=None if units == "elevation" else units, format=fmt)
+    shown = info["range"]
+    if kind == "depth":
+        what = ("no depression in view" if shown is None
+                else f"depressions {shown[0]:.4g} to {shown[1]:.4g} deep")
+    else:
+        what = ("no accumulation in view" if shown is None
+                else f"flow accumulation {shown[0]:.4g} to {shown[1]:.4g}")
+    print(f"terrain: wrote {args.output} ({size[0]} x {size[1]} px; stride {info['stride']}; "
+          f"{what}" + ("" if dem is not None else "; no DEM for a hillshade") + ")")
+    return 0
+
+
 def plot_command(args):
     """``terrain plot STORE -o pic.png [--size WxH] [--window r0:r1,c0:c1]``."""
     from terrain.plot import render_mst
@@ -145,6 +171,9 @@ def plot_command(args):
         return _plot_cost_distance(args, group)
     if getattr(args, "paths", None):
         raise InputError(f"{args.store}: --paths needs a cost-distance store")
+    for kind in ("accumulation", "depth"):  # a flow's store, a fill's
+        if kind in group:
+            return _plot_hydrology(args, group, kind)
     check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
     size, fmt = parse_size(args.size), picture_format(args.output)
     window = parse_window(args.window)

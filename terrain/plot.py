@@ -1,5 +1,6 @@
 """Pictures of DEMs and results: a hillshade with the minimum spanning forest drawn on it;
-a cost-distance map with contours and least-cost paths over the hillshade.
+a cost-distance map with contours and least-cost paths over the hillshade; a fill's
+depression depths or a flow's accumulation (the stream network) over the hillshade.
 
 A picture needs about one cell per pixel: :func:`read_for_picture` reads a strided sample of
 the window (zarr decodes only the tiles holding a sampled cell; memory is the picture, not
@@ -13,8 +14,9 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["hillshade", "read_for_picture", "mst_segments", "render_mst", "render_bfs_levels",
-           "render_cost_distance", "read_paths", "MIN_PIXELS_PER_CELL"]
+__all__ = ["hillshade", "read_for_picture", "read_block_max", "mst_segments", "render_mst",
+           "render_bfs_levels", "render_cost_distance", "render_hydrology", "read_paths",
+           "MIN_PIXELS_PER_CELL"]
 
 MIN_PIXELS_PER_CELL = 3
 
@@ -87,6 +89,37 @@ def read_for_picture(array, size, window=None):
     return np.asarray(array[r0:r1:stride, c0:c1:stride]), stride, (r0, r1, c0, c1)
 
 
+def read_block_max(array, stride, window):
+    """The largest value of each ``stride`` x ``stride`` block of the window ``(r0, r1, c0,
+    c1)`` of ``array`` (NaN where a block is all NaN), as float64: the shape of
+    :func:`read_for_picture`'s sample. Lines one cell wide (streams) stay whole in an
+    overview, where a strided sample keeps one cell in ``stride`` of them. Reads the window a
+    band of rows at a time: memory is a band and the picture.
+
+    Examples
+    --------
+    >>> a = np.zeros((4, 6)); a[1, 4] = 7.0
+    >>> read_block_max(a, 2, (0, 4, 0, 6)).tolist()
+    [[0.0, 0.0, 7.0], [0.0, 0.0, 0.0]]
+    """
+    import warnings
+
+    r0, r1, c0, c1 = window
+    cols = -(-(c1 - c0) // stride)
+    out = np.empty((-(-(r1 - r0) // stride), cols))
+    band = stride * max(1, (1 << 22) // (stride * stride * cols))  # about 4 M cells a band
+    for top in range(r0, r1, band):
+        block = np.asarray(array[top:min(top + band, r1), c0:c1], dtype=np.float64)
+        rows = -(-block.shape[0] // stride)
+        padded = np.full((rows * stride, cols * stride), np.nan)
+        padded[:block.shape[0], :block.shape[1]] = block
+        with warnings.catch_warnings():  # an all-NaN block is NaN, as said
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[(top - r0) // stride:(top - r0) // stride + rows] = np.nanmax(
+                padded.reshape(rows, stride, cols, stride), axis=(1, 3))
+    return out
+
+
 def mst_segments(mask, r0=0, c0=0):
     """Forest edges of a mask block as line segments between cell centres, in (col, row)
     cell coordinates: an ``(E, 2, 2)`` float array.
@@ -112,11 +145,12 @@ class _Map:
     get (about 70% x 80%, a colour bar beside), the georeference, and the figure with its
     axes spanning the window in map coordinates (cell indices without a geotransform)."""
 
-    def __init__(self, plt, values, size, window, geotransform, dpi):
+    def __init__(self, plt, values, size, window, geotransform, dpi, block_max=False):
         width, height = size
         v, self.stride, self.window = read_for_picture(
             values, (int(width * 0.7), int(height * 0.8)), window)
-        self.values = v.astype(np.float64)
+        self.values = (read_block_max(values, self.stride, self.window) if block_max
+                       else v.astype(np.float64))
         self.plt = plt
         gt = self.gt = [float(x) for x in geotransform] if geotransform is not None else None
         self.cell = (abs(gt[1]), abs(gt[5])) if gt else (1.0, 1.0)
@@ -130,6 +164,18 @@ class _Map:
         """Cell coordinates ``(col, row)`` in map coordinates."""
         gt = self.gt
         return (gt[0] + gt[1] * col, gt[3] + gt[5] * row) if gt else (col, row)
+
+    def shaded(self, elevation):
+        """RGBA of a grey hillshade of ``elevation`` sampled as the values are (transparent
+        on its nodata); white without one."""
+        rgba = np.ones(self.values.shape + (4,))
+        if elevation is not None:
+            (r0, r1, c0, c1), s = self.window, self.stride
+            z = np.asarray(elevation[r0:r1:s, c0:c1:s], dtype=np.float64)
+            shade = np.nan_to_num(hillshade(z, (self.cell[0] * s, self.cell[1] * s)), nan=1.0)
+            rgba[..., :3] = (0.25 + 0.75 * shade)[..., None]
+            rgba[np.isnan(z)] = (1.0, 1.0, 1.0, 0.0)
+        return rgba
 
     def normalised(self):
         """``(values scaled to [0, 1] with NaN as 0, lo, hi)`` over the finite values."""
@@ -345,12 +391,7 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     m = _Map(plt, distance, (width, height), window, geotransform, dpi)
     d, stride, (r0, r1, c0, c1), ax = m.values, m.stride, m.window, m.ax
     x0, x1, y0, y1 = m.extent
-    rgba = np.ones(d.shape + (4,))
-    if elevation is not None:
-        z = np.asarray(elevation[r0:r1:stride, c0:c1:stride], dtype=np.float64)
-        shade = np.nan_to_num(hillshade(z, (m.cell[0] * stride, m.cell[1] * stride)), nan=1.0)
-        rgba[..., :3] = (0.25 + 0.75 * shade)[..., None]
-        rgba[np.isnan(z)] = (1.0, 1.0, 1.0, 0.0)
+    rgba = m.shaded(elevation)
     norm, lo, hi = m.normalised()
     cmap = plt.get_cmap("magma_r")
     colour = cmap(norm)
@@ -386,3 +427,54 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
            + (f"; {drawn} least-cost path(s)" if drawn else ""), dpi, format)
     return {"stride": stride, "window": [r0, r1, c0, c1], "levels": levels,
             "paths_drawn": drawn}
+
+
+def render_hydrology(path, layer, elevation=None, *, kind, size=(1200, 900), window=None,
+                     geotransform=None, units=None, title=None, dpi=100, format="png"):
+    """Write a picture of a fill's or a flow's result over a hillshade of ``elevation``:
+    ``kind="depth"`` colours the cells a depression floods by their depth (``layer`` is
+    ``fill``'s ``depth``), ``kind="accumulation"`` colours every cell by the log10 of its
+    flow accumulation, the more opaque the more drains through it, so that the stream
+    network stands out (``layer`` is ``flow``'s ``accumulation``). Each pixel shows the
+    largest value of the cells it covers (:func:`read_block_max`): a stream one cell wide
+    stays whole in an overview.
+
+    Returns
+    -------
+    dict
+        ``stride``, ``window``, ``range`` (the coloured values' least and largest, depths
+        or accumulations; None when no cell is coloured).
+    """
+    if kind not in ("depth", "accumulation"):
+        raise ValueError(f"kind {kind!r}: 'depth' or 'accumulation'")
+    plt, width, height = _pyplot(size)
+    m = _Map(plt, layer, (width, height), window, geotransform, dpi, block_max=True)
+    v, stride, (r0, r1, c0, c1) = m.values, m.stride, m.window
+    rgba = m.shaded(elevation)
+    coloured = np.isfinite(v) & (v > 0)
+    shown = v[coloured] if kind == "depth" else np.log10(v[coloured])
+    # depths from the brim (0); accumulations from the least in view
+    lo = 0.0 if kind == "depth" or not shown.size else float(shown.min())
+    hi = float(shown.max()) if shown.size else 1.0
+    norm = (shown - lo) / (hi - lo if hi > lo else 1.0)
+    from matplotlib.colors import ListedColormap
+    cmap = ListedColormap(plt.get_cmap("Blues")(np.linspace(0.25, 1.0, 256)))  # no white
+    colour = cmap(norm)[:, :3]
+    # a lake is one colour deep; the streams stand out of the accumulation's faint rest
+    alpha = np.full((shown.size, 1), 0.8) if kind == "depth" else (0.15 + 0.85 * norm)[:, None]
+    rgba[coloured, :3] = (1 - alpha) * rgba[coloured, :3] + alpha * colour
+    rgba[coloured, 3] = 1.0
+    m.show(rgba)
+    m.frame()
+    if kind == "depth":
+        label = f"depression depth ({units})" if units else "depression depth"
+    else:
+        label = "flow accumulation (log10)"
+    m.colorbar(cmap, lo, hi, label)
+    what = "depressions" if kind == "depth" else "flow accumulation"
+    m.save(path, title or f"{what}: rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}", dpi,
+           format)
+    drawn = None
+    if shown.size:
+        drawn = (float(shown.min()), hi) if kind == "depth" else (10.0 ** lo, 10.0 ** hi)
+    return {"stride": stride, "window": [r0, r1, c0, c1], "range": drawn}

@@ -226,3 +226,66 @@ def test_a_graphs_options_on_a_stores_picture_are_refused(tmp_path, capsys):
         assert rc == 2 and err == (f"terrain: {tmp_path / 'c.zarr'}: {said} to a graph's BFS "
                                    "levels (with --source) only\n"), err
         assert not (tmp_path / "p.png").exists()
+
+
+def test_block_max_keeps_what_a_strided_sample_drops():
+    rng = np.random.default_rng(4)
+    a = rng.random((53, 71))
+    a[rng.random(a.shape) < 0.2] = np.nan
+    a[:7, :9] = np.nan  # a block of NaN stays NaN
+    from terrain.plot import read_block_max
+    for stride, window in ((1, (0, 53, 0, 71)), (3, (0, 53, 0, 71)), (4, (2, 50, 5, 70)),
+                           (7, (0, 53, 0, 71))):
+        r0, r1, c0, c1 = window
+        got = read_block_max(a, stride, window)
+        want = np.array([[np.nanmax(a[r:min(r + stride, r1), c:min(c + stride, c1)])
+                          if np.isfinite(a[r:min(r + stride, r1), c:min(c + stride, c1)]).any()
+                          else np.nan for c in range(c0, c1, stride)]
+                         for r in range(r0, r1, stride)])
+        assert np.array_equal(got, want, equal_nan=True), stride
+        assert got.shape == a[r0:r1:stride, c0:c1:stride].shape
+
+
+def _blue(img):
+    """The map's blue pixels (left of its colour bar, which is blue too)."""
+    rgb = img[..., :3].astype(float)[:, :_colour_bar(img)]
+    return (rgb[..., 2] > rgb[..., 0] + 0.15) & (rgb[..., 2] > rgb[..., 1] + 0.05)
+
+
+def test_fill_and_flow_pictures_show_depressions_and_streams(tmp_path, capsys):
+    """plot FILLSTORE colours the flooded cells blue (none on a DEM without depressions);
+    plot FLOWSTORE colours by accumulation, its range the store's."""
+    import zarr
+    from terrain.io import write_synth
+    write_synth(tmp_path / "s.asc", 150, 200, seed=8, nodata=0.02)
+    for cmd, out in (("fill", "f.zarr"), ("flow", "w.zarr")):
+        rc, _, err = run_main(capsys, cmd, tmp_path / "s.asc", "-o", tmp_path / out,
+                              "--backend", "cpu")
+        assert rc == 0, err
+    depth = zarr.open_group(str(tmp_path / "f.zarr"), mode="r")["depth"][:]
+    rc, text, err = run_main(capsys, "plot", tmp_path / "f.zarr", "-o", tmp_path / "f.png",
+                             "--size", "500x400", scheduler=None)
+    assert rc == 0, err
+    assert f"to {np.nanmax(depth):.4g} deep" in text
+    img = mpl_image.imread(tmp_path / "f.png")
+    assert img.shape[:2] == (400, 500) and _colour_bar(img) is not None
+    flooded = float((depth > 0).mean())
+    assert flooded > 0.02 and _blue(img).sum() > 0.3 * flooded * 0.6 * 400 * 500
+    acc = zarr.open_group(str(tmp_path / "w.zarr"), mode="r")["accumulation"][:]
+    rc, text, err = run_main(capsys, "plot", tmp_path / "w.zarr", "-o", tmp_path / "w.png",
+                             "--size", "500x400", scheduler=None)
+    assert rc == 0, err
+    assert f"flow accumulation {np.nanmin(acc):.4g} to {np.nanmax(acc):.4g}" in text
+    assert _blue(mpl_image.imread(tmp_path / "w.png")).sum() > 1000
+    # a plane tilted to the south-east: nothing floods, nothing is blue
+    rows, cols = np.mgrid[0:60, 0:80]
+    (tmp_path / "plane.asc").write_text(
+        "ncols 80\nnrows 60\nxllcorner 0\nyllcorner 0\ncellsize 10\nNODATA_value -9999\n"
+        + "\n".join(" ".join(f"{v:.1f}" for v in row) for row in 500.0 - rows - cols) + "\n")
+    rc, _, err = run_main(capsys, "fill", tmp_path / "plane.asc", "-o", tmp_path / "p.zarr",
+                          "--backend", "cpu")
+    assert rc == 0, err
+    rc, text, err = run_main(capsys, "plot", tmp_path / "p.zarr", "-o", tmp_path / "p.png",
+                             "--size", "600x480", scheduler=None)
+    assert rc == 0 and "no depression in view" in text, err
+    assert _blue(mpl_image.imread(tmp_path / "p.png")).sum() == 0
