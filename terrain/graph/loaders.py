@@ -556,7 +556,9 @@ def _metis_header(path, head, whole):
         raise InputError(f"{where(path, lineno)}: cannot parse METIS header "
                          f"{' '.join(header)!r}: expected 'NODES EDGES [FMT [NCON]]'") from None
     skip = (fmt[0] == "1") + (ncon if fmt[1] == "1" else 0)
-    return {"body": body, "n": n, "id_base": 1, "metis": (m, skip, fmt[2] == "1")}
+    # every edge is in the lists of both its ends: 2 m entries
+    return {"body": body, "n": n, "id_base": 1, "metis": (m, skip, fmt[2] == "1"),
+            "entries": 2 * m, "size_line": lineno}
 
 
 _HEADERS = {"snap": _snap_header, "mtx": _mtx_header, "dimacs": _dimacs_header,
@@ -812,9 +814,14 @@ def edges_from_chunks(plan, chunks, joined=None):
                 raise InputError(f"{where(plan.path, int(line) + err[0])}: {err[1]}")
     m = sum(c.u.size for c in chunks)
     if plan.entries >= 0 and m != plan.entries:
-        declared = (f"the header declares {plan.entries} arcs" if plan.fmt == "dimacs" else
-                    f"the size line declares {plan.entries} entries")
-        raise InputError(f"{where(plan.path, plan.size_line)}: {declared}, the file has {m}")
+        if plan.fmt == "metis":
+            said = (f"the header declares {plan.entries // 2} edges ({plan.entries} adjacency "
+                    f"entries: each edge is in the lists of both its ends), the lists hold {m}")
+        elif plan.fmt == "dimacs":
+            said = f"the header declares {plan.entries} arcs, the file has {m}"
+        else:
+            said = f"the size line declares {plan.entries} entries, the file has {m}"
+        raise InputError(f"{where(plan.path, plan.size_line)}: {said}")
     if m == 0:
         raise InputError(f"{plan.path}: empty graph (no edges)")
     if joined is not None and joined[0].size != m:

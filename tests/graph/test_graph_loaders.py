@@ -168,6 +168,14 @@ def test_metis(tmp_path, gz, fmt):
     assert g.n == 21
     assert _edge_set(g) == {(a + 1, b + 1) for a, b in map(sorted, G.edges())}
     assert g.degrees()[20] == 0
+    # the header's edges counted once, the lists twice: a list cut short or a count of
+    # arcs in the header is refused, naming the header's line
+    short = lines[:2] + [" ".join(lines[2].split()[:-2 if fmt in ("1", "11") else -1])] \
+        + lines[3:]
+    with pytest.raises(InputError, match=rf"g\.graph(\.gz)?:2: the header declares 45 edges "
+                                         rf"\(90 adjacency entries: each edge is in the lists of "
+                                         rf"both its ends\), the lists hold 89$"):
+        load_graph(_write(tmp_path / "g.graph", "\n".join(short) + "\n", gz))
 
 
 def test_build_csr_matches_scipy():
@@ -411,6 +419,6 @@ def test_dask_chunks_report_the_first_error_in_file_order(tmp_path):
                                              r"range 1\.\.40 in '3 99 1\.5'"):
             _load_in_chunks(path, chunk_bytes)
     # a METIS body is one chunk whatever the size
-    path = _write(tmp_path / "m.graph", "% c\n3 2\n2\n1 3\n\n")
+    path = _write(tmp_path / "m.graph", "% c\n3 2\n2\n1 3\n2\n")
     assert plan_graph_file(path, chunk_bytes=1).chunks == 1
     _assert_same_graph(_load_in_chunks(path, 1), load_graph(path))
