@@ -384,23 +384,19 @@ def is_graph_input(path):
         # separated as the graph loader separates them: whitespace or commas, and columns
         # after the weight (KONECT's timestamps) allowed
         tokens = [t for t in re.split(r"[\s,]+", text) if t]
-        try:
-            [float(t) for t in tokens]
-        except ValueError:
-            if named or len(tokens) < 2 or any(_is_number(t) for t in tokens):
+        numeric = []
+        for t in tokens:
+            try:
+                numeric.append(float(t) is not None)
+            except ValueError:
+                numeric.append(False)
+        if not all(numeric):  # column names: only words, once, before the first edge
+            if named or len(tokens) < 2 or any(numeric):
                 return False
             named = True
             continue
         return len(tokens) >= 2 and all(t.lstrip("-").isdigit() for t in tokens[:2])
     return False
-
-
-def _is_number(text):
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _mst_graph_task(graph, backend):
