@@ -4347,6 +4347,10 @@ SSSP_GENERIC int64_t sssp_buckets_run(const float *z, const float *f, int has_f,
             const int64_t v = u + offj[j];
             const double dv = dist[v];
             if (dv <= d) continue; /* settled, or not a vertex (-inf): every arc costs > 0 */
+            /* settled in u's bucket, above d: no arc from u improves it (every arc costs the
+               bucket's width or more), and with label_in_f its f is its label now, whose bits
+               read as a float are NaN or, above 2^23, a finite negative number */
+            if (sssp_lab(label, lw, v) < 0) continue;
             double fac;
             if (!sssp_arc_factor(z, f, has_f, offs, u, codes[j], fu, has_f ? f[v] : 1.0f, &fac))
                 continue;

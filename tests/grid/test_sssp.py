@@ -496,3 +496,29 @@ def test_knight_arc_passing_a_nodata_cell_does_not_exist(cell):
     # absdiff: a flat knight arc would cost 0; the cell it passes stops it all the same
     z = np.where(np.isnan(f), np.nan, np.where(f > 2, 10, 0)).astype(np.float32)
     assert _knight_solvers(z, f, "absdiff")[0] == 20.0
+
+
+def test_labels_past_2_to_the_23_in_the_frictions_memory_are_not_read_as_friction():
+    """The bucket queue keeps its labels in the friction's memory (int32: allocation << hop
+    bits | hops): a cell settled in the current bucket, above the cell being settled, holds a
+    settled mark there. Read as a friction, a mark of a label of 2^23 or more (here a second
+    source's, on a grid of more than 2^22 cells) is a finite negative number, which had made
+    distances of -1.7e38. Oracles: the octile distance of uniform friction, and the least of
+    single-source runs (whose labels stay below 2^23)."""
+    rows, cols = 2049, 2048
+    sources = [(0, 0), (rows - 1, cols - 2)]
+    f = np.ones((rows, cols), np.float32)
+    r = grid_sssp(f, sources, cost="friction", friction=f, backend="cpu")
+    assert r.stats["queue"] == "buckets"
+    rr, cc = np.mgrid[0:rows, 0:cols]
+    octile = np.full((rows, cols), np.inf)
+    for sr, sc in sources:
+        dr, dc = np.abs(rr - sr), np.abs(cc - sc)
+        octile = np.minimum(octile, np.maximum(dr, dc) + (math.sqrt(2) - 1) * np.minimum(dr, dc))
+    np.testing.assert_allclose(r.distance, octile, rtol=1e-12)
+    fr = np.random.default_rng(3).uniform(0.5, 2.0, (rows, cols)).astype(np.float32)
+    both = grid_sssp(fr, sources, cost="friction", friction=fr, backend="cpu")
+    each = [grid_sssp(fr, [s], cost="friction", friction=fr, backend="cpu").distance
+            for s in sources]
+    np.testing.assert_array_equal(both.distance, np.minimum(*each))
+    np.testing.assert_array_equal(both.allocation, (each[1] < each[0]).astype(np.int32))
