@@ -119,7 +119,7 @@ def _check_against_inputs(out, real, inputs):
 
 
 def _check_directory(out, real):
-    """The output's directory exists, is a directory and is writable."""
+    """The output's directory exists, is a directory, is writable and lies in no store."""
     parent = real.parent
     existing, missing = parent, parent
     while not existing.exists() and existing != existing.parent:
@@ -128,6 +128,10 @@ def _check_directory(out, real):
         raise InputError(f"{out}: cannot write there, {existing} is not a directory")
     if existing != parent:
         raise InputError(f"{out}: cannot write there, directory {missing} does not exist")
+    for folder in (parent, *parent.parents):
+        if (folder / "zarr.json").is_file():  # a store's --overwrite would take it along
+            raise InputError(f"{out}: lies inside the store {folder}, whose replacement "
+                             "would remove it; write it beside the store")
     try:
         fd, probe = tempfile.mkstemp(prefix=".terrain-probe-", dir=parent)
     except OSError as e:

@@ -52,6 +52,11 @@ REFUSED = {
     "cd_inside_its_input_store": (["cost-distance", "m.zarr", "--source-cell", "0,0", "-o",
                                    "m.zarr/c.zarr", *SYNC],
                                   "m.zarr/c.zarr: output lies inside the input m.zarr"),
+    # inside a store that is no input: that store's --overwrite would remove it
+    "cd_inside_another_store": ([*CD, "-o", "m.zarr/c2.zarr", *SYNC],
+                                "m.zarr/c2.zarr: lies inside the store "),
+    "plot_inside_another_store": (["plot", "c.zarr", "-o", "m.zarr/p.png"],
+                                  "m.zarr/p.png: lies inside the store "),
     "cd_holding_its_input": (["cost-distance", "m.zarr", "--source-cell", "0,0", "-o", ".",
                               "--overwrite", *SYNC], ".: output would contain the input m.zarr"),
     "cd_exists": ([*CD, "-o", "c.zarr", *SYNC], "c.zarr: output exists (use --overwrite"),
