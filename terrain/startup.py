@@ -4,6 +4,7 @@ What a terrain process does to itself around its work; nothing here changes a re
 
 * signals: :func:`terminate_raises` turns SIGTERM into :class:`Terminated`, so every
   ``finally`` and :func:`terrain.io.outputs.atomic_output` clean-up runs as for Ctrl-C;
+  :func:`signals_held` keeps both out of the renames that put an output in place;
 * malloc arenas: :func:`bound_malloc_arenas` fixes glibc's arena count before the thread
   pools start (``terrain.run.main``, :func:`pipelines.cluster.open_scheduler`), so the peak
   RSS does not follow the thread count; :func:`fixed_mmap_threshold` serves the blocked cost
@@ -20,7 +21,7 @@ import signal
 import sys
 
 __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_threshold",
-           "trim_free_memory", "quick_exit", "terminate_raises"]
+           "trim_free_memory", "quick_exit", "terminate_raises", "signals_held"]
 
 
 class Terminated(BaseException):
@@ -44,6 +45,35 @@ def terminate_raises():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Within the block, SIGINT and SIGTERM are recorded, not raised: the block yields the
+    list of their names (``"interrupt"``, ``"SIGTERM"``) as they arrive, and the caller,
+    whose block ran to its end, says what came. For steps that must not stop halfway (an
+    output's renames into place); outside the main thread signals are left alone.
+
+    >>> with signals_held() as came:
+    ...     signal.raise_signal(signal.SIGINT)
+    >>> came
+    ['interrupt']
+    """
+    came = []
+
+    def hold(signum, frame):
+        came.append("interrupt" if signum == signal.SIGINT else "SIGTERM")
+
+    try:
+        previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        yield came
+        return
+    try:
+        yield came
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 MALLOC_ARENAS = 8

@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import InputError
+from ..startup import signals_held
 
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
@@ -418,16 +419,21 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             if not getattr(e, "keep_partial", False):
                 _remove(tmp)
             raise
-        if target.exists() or target.is_symlink():
-            # old to .NAME.old-KEY, then new into place: a run killed between the renames
-            # leaves both, and the next run finishes the swap (_finish_swaps)
-            old = target.with_name(f".{target.name}.old-{tmp.name.rsplit('-', 1)[1]}")
-            _remove(old)
-            os.replace(target, old)
-            os.replace(tmp, target)
-            _discard(old, target)
-        else:
-            os.replace(tmp, target)
+        # a signal here would stop the run with its output replaced and the old one left
+        # beside it, saying it was stopped: it is held, and the output goes into place
+        with signals_held() as came:
+            if target.exists() or target.is_symlink():
+                # old to .NAME.old-KEY, then new into place: a run killed between the renames
+                # leaves both, and the next run finishes the swap (_finish_swaps)
+                old = target.with_name(f".{target.name}.old-{tmp.name.rsplit('-', 1)[1]}")
+                _remove(old)
+                os.replace(target, old)
+                os.replace(tmp, target)
+                _discard(old, target)
+            else:
+                os.replace(tmp, target)
+        if came:
+            notify(f"{given}: written in full (the {came[0]} came as it was put in place)")
 
 
 def _finish_swaps(target, given, notify):

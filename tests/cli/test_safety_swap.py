@@ -29,9 +29,10 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _killed_mid_swap(*argv, cwd):
+def _killed_mid_swap(*argv, cwd, signum=signal.SIGKILL):
     env = child_env()
-    return subprocess.run([sys.executable, "-c", KILLED_MID_SWAP, *argv], cwd=cwd, env=env,
+    code = KILLED_MID_SWAP.replace("signal.SIGKILL", f"signal.{signal.Signals(signum).name}")
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -60,6 +61,21 @@ def test_swap_killed_between_renames_is_finished_by_the_next_run(store):
     assert lines[0] == "terrain: finished replacing out.zarr, interrupted between its two renames"
     assert lines[1].startswith("terrain: out.zarr: output exists"), proc.stderr
     assert proc.returncode == 2 and len(lines) == 2
+    assert _tile(store / "out.zarr") == 4
+    assert sorted(os.listdir(store)) == ["g.asc", "out.zarr"]
+
+
+@pytest.mark.parametrize("signum, name", [(signal.SIGINT, "interrupt"),
+                                          (signal.SIGTERM, "SIGTERM")])
+def test_a_signal_during_the_swap_is_held_until_the_output_is_in_place(store, signum, name):
+    """Ctrl-C or SIGTERM between the two renames: the new output goes into place, the old
+    one goes, and the run says so and ends as done (it had said "interrupted", exit 130,
+    with the old output left beside the new)."""
+    proc = _killed_mid_swap("ingest", "g.asc", "-o", "out.zarr", "--tile", "4", "--overwrite",
+                            *SYNC, cwd=store, signum=signum)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"terrain: out.zarr: written in full (the {name} came as it was put in place)"
+            in proc.stderr.splitlines())
     assert _tile(store / "out.zarr") == 4
     assert sorted(os.listdir(store)) == ["g.asc", "out.zarr"]
 
