@@ -320,7 +320,11 @@ def _geotransform(geo, shape):
     if t is None:
         return None
     try:
-        return tuple(float(v) for v in t.rio.transform().to_gdal())
+        gt = tuple(float(v) for v in t.rio.transform().to_gdal())
+        # rioxarray's transform of an array without coordinates (or of one row or column)
+        # is GDAL's identity, rows running "north": the coordinates, if any, say more
+        if gt != (0.0, 1.0, 0.0, 0.0, 0.0, 1.0):
+            return gt
     except Exception:
         pass
     ydim, xdim = t.dims[-2], t.dims[-1]

@@ -192,6 +192,28 @@ def test_a_dataarray_with_y_ascending_is_refused(tmp_path, capsys):
     assert rc == 0, err
 
 
+def test_a_dataarray_without_coordinates_is_unreferenced_with_rioxarray_loaded():
+    """rioxarray gives an array without coordinates (or of one row or column) GDAL's identity
+    transform, whose rows run "north": read as unreferenced, as without rioxarray, not
+    refused as south-up; with y coordinates ascending it is refused still."""
+    pytest.importorskip("rioxarray")
+    import xarray as xr
+
+    import terrain
+    pit = np.array([[5, 5, 5], [5, 1, 5], [5, 5, 5]], np.float32)
+    for da in (xr.DataArray(pit, dims=("y", "x")), xr.DataArray(pit, dims=("row", "col")),
+               xr.DataArray(pit[:1], dims=("y", "x"), coords={"y": [5.0], "x": [0.5, 1.5, 2.5]}),
+               xr.DataArray(pit[:1, :1], dims=("y", "x")).rio.write_crs(32633)):
+        assert np.array_equal(terrain.fill(da, backend="cpu").filled.values,
+                              np.full(da.shape, 5, np.float32))
+        assert terrain.mst(da, backend="cpu").shape == da.shape
+        assert terrain.cost_distance(da, [(0, 0)]).distance.values[0, 0] == 0
+        assert terrain.flow(da, backend="cpu").direction.shape == da.shape
+    up = xr.DataArray(pit, dims=("y", "x"), coords={"y": [0.5, 1.5, 2.5], "x": [0.5, 1.5, 2.5]})
+    with pytest.raises(terrain.InputError, match="south-up"):
+        terrain.fill(up)
+
+
 def test_info_on_mst_outputs(tmp_path, capsys):
     from terrain.io import write_synth
     write_synth(tmp_path / "s.asc", 30, 40, seed=1, nodata=0.1)
