@@ -27,7 +27,7 @@ from terrain.io.georef import check_weight_units, finish_store
 from terrain.io.outputs import atomic_output, check_outputs, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                output_at, remove_tree, scratch_beside)
-from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
+from terrain.io.points import cell_centre, map_to_cell, point_cells, raster_source_cells
 from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
@@ -129,19 +129,20 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
     if sources_file is not None:
         path = as_path(sources_file)
         if _is_points_file(path):
-            for x, y in read_points(path, crs=crs):
-                out.append(map_to_cell(x, y, geotransform, shape, what=f"{path}: {what}"))
+            out.extend(point_cells(path, geotransform, shape, what, crs))
         else:
             if is_store(path):
                 st = open_store(path)
                 grid_values, grid_gt = st.read_window(0, st.shape[0], 0, st.shape[1]), \
                     st.geotransform
+                grid_crs = st.attrs.get("crs")
             else:
                 from terrain.io import read_grid
                 grid_values, grid = read_grid(path)
-                grid_gt = grid.geotransform
+                grid_gt, grid_crs = grid.geotransform, grid.crs
             found = raster_source_cells(grid_values, grid_gt, geotransform, shape, path,
-                                        start_values=values, what=what)
+                                        start_values=values, what=what, crs=grid_crs,
+                                        grid_crs=crs)
             if values:
                 found, spent = found
                 costs = np.concatenate([costs, spent])
@@ -705,7 +706,8 @@ def path_command(args):
     from terrain.io.points import path_format, write_paths
     store = Path(args.store)
     if not is_store(store):
-        raise InputError(f"{store}: not a cost-distance store")
+        raise InputError(f"{store}: " + ("not a cost-distance store" if store.exists()
+                                          else "no such file"))
     out = Path(args.output)
     check_outputs([store], [out], args.overwrite)
     path_format(out)  # an unknown suffix is refused before any work

@@ -22,7 +22,7 @@ from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
-from terrain.grid.sssp import check_max_cost
+from terrain.grid.sssp import check_max_cost, on_nodata
 from terrain.grid.sssp_blocked import (BlockedDriver, BlockedSpec, BlockPlan, block_outputs,
                                        solve_block)
 from terrain.io.remote import filesystem, is_remote, remove_tree, scratch_beside
@@ -269,8 +269,8 @@ def _block_task(ctx, stage, i, j, halo, sources):
     for r, c, n in zip(rows.tolist(), cols.tolist(), idx.tolist()):
         if np.isnan(z[r, c]) or (f is not None and np.isnan(f[r, c])):
             r0, _, c0, _ = ctx.plan.window(i, j)
-            raise InputError(f"{ctx.name}: source {n} at cell (row, col) = ({r + r0}, "
-                             f"{c + c0}) is on nodata")
+            raise InputError(f"{ctx.name}: "
+                             f"{on_nodata('source', n, r + r0, c + c0, not np.isnan(z[r, c]))}")
     nd, nl, ring, settled = solve_block(ctx.spec, stage, z, f, e["d"], e["l"], halo, sources)
     if stage == 1:
         e["d"] = nd

@@ -12,10 +12,8 @@ layers into the output once the input's fingerprint, grid and cost model match
 """
 
 import concurrent.futures
-import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -131,7 +129,9 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
             res = res.to_host()
     except InputError as e:
         writer.stop()
-        raise InputError(f"{spec['input']}: {e}") from None
+        # a source on the friction's nodata: the friction's file named
+        named = spec.get("friction_path") if getattr(e, "raster", None) == "friction" else None
+        raise InputError(f"{named or spec['input']}: {e}") from None
     except BaseException:
         writer.stop()
         raise

@@ -21,6 +21,7 @@ import zarr
 
 from terrain.errors import InputError
 from terrain.io.remote import inside, is_remote, remove_tree, store_for
+from terrain.grid.sssp import on_nodata
 from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBoundaries,
                                      NodeBoundary, TileBatch, TiledSpec, default_max_height,
                                      fill_group, index_leaf, level_solve_gpu, node_boundary,
@@ -636,8 +637,8 @@ def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
     for s in inside.tolist():
         r, c = int(rows[s]) - r0, int(cols[s]) - c0
         if np.isnan(z[r, c]) or np.isnan(f[r, c]):
-            raise InputError(f"{name}: source {s} at cell (row, col) = ({rows[s]}, "
-                             f"{cols[s]}) is on nodata")
+            raise InputError(f"{name}: "
+                             f"{on_nodata('source', s, rows[s], cols[s], not np.isnan(z[r, c]))}")
     up, own = sources_leaf(tspec, _LazyNodes(store), reader, srcs, g, i, j)
     if g > tspec.height:  # pass on only the top nodes that reach a source
         up = [e for e in up if e[1] is not None]

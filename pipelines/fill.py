@@ -161,21 +161,22 @@ def named_outlets(path, geotransform, shape, crs=None):
     """The cells ``(row, col)`` (sorted, int64) an outlets file names: a raster or tile
     store (its non-zero, non-nodata cells, mapped through the cell centres) or points (CSV
     ``x,y``, GeoJSON, reprojected from their CRS into ``crs``, the DEM's)."""
-    from terrain.io.points import VECTOR_SUFFIXES, map_to_cell, raster_source_cells, read_points
+    from terrain.io.points import VECTOR_SUFFIXES, point_cells, raster_source_cells
     p = as_path(path)  # a store at a URL: read here
     if is_store(p):
         st = open_store(p)
         cells = raster_source_cells(st.read_window(0, st.shape[0], 0, st.shape[1]),
-                                    st.geotransform, geotransform, shape, p)
+                                    st.geotransform, geotransform, shape, p, what="outlet",
+                                    crs=st.attrs.get("crs"), grid_crs=crs)
     elif is_remote(p):  # a file at a URL is copied here first (terrain.io.remote.stage)
         raise InputError(f"{p}: no such store")
     elif p.suffix.lower() in (".csv", ".json", ".geojson", *VECTOR_SUFFIXES):
-        cells = [map_to_cell(x, y, geotransform, shape, what=f"{p}: outlet")
-                 for x, y in read_points(p, crs=crs)]
+        cells = point_cells(p, geotransform, shape, "outlet", crs)
     else:
         from terrain.io import read_grid
         values, grid = read_grid(p)
-        cells = raster_source_cells(values, grid.geotransform, geotransform, shape, p)
+        cells = raster_source_cells(values, grid.geotransform, geotransform, shape, p,
+                                    what="outlet", crs=grid.crs, grid_crs=crs)
     if not cells:
         raise InputError(f"{p}: no outlets in it")
     return np.unique(np.array(cells, np.int64).reshape(-1, 2), axis=0)

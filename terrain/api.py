@@ -121,9 +121,26 @@ def _real(values, where):
         raise InputError(f"{where}: a raster must hold real numbers, got dtype {dtype}")
 
 
-def as_dem(dem, dtype=np.float32):
+def _finite(values, given, where, name):
+    """:class:`InputError` at the first infinite elevation of ``values`` (``given``: the
+    input, whose value there says whether the cast to float32 made it so); only for the
+    DEM: an infinite friction is an impassable cell, by design."""
+    if name != "dem" or values.dtype.kind != "f":
+        return
+    bad = np.isinf(values)
+    if not bad.any():
+        return
+    r, c = (int(v) for v in np.argwhere(bad)[0])
+    was = float(np.asarray(given)[r, c])
+    why = ("beyond float32's range (3.4028235e38)" if np.isfinite(was)
+           else "elevations are finite numbers (NaN is nodata)")
+    raise InputError(f"{where}: elevation {was!r} at cell (row, col) = ({r}, {c}): {why}")
+
+
+def as_dem(dem, dtype=np.float32, name="dem"):
     """Any DEM input (see the module docstring) -> ``(float array or None, Georef)``:
-    ``dtype`` float32 (elevations) or float64 (weights, kept as given).
+    ``dtype`` float32 (elevations) or float64 (weights, kept as given); ``name``, the
+    parameter it was given as, names an array in errors (a file or store names itself).
 
     The array is None for a tile store (read it through ``georef.store``).
 
@@ -148,8 +165,10 @@ def as_dem(dem, dtype=np.float32):
         if da.ndim == 3 and da.shape[0] == 1:
             da = da.isel({da.dims[0]: 0}, drop=True)
         where = f"DataArray {da.name!r}" if da.name else "DataArray"
+        if name != "dem":  # which parameter: the DataArray's own name may say nothing
+            where = f"{name} ({where})"
         if da.ndim != 2:
-            raise InputError(f"{where}: a DEM must be 2-D, got dims {da.dims}")
+            raise InputError(f"{where}: a raster must be 2-D, got dims {da.dims}")
         values = da.data.compute() if _is_dask(da.data) else da.values
         _real(values, where)
         values = np.asarray(values, dtype=dtype)
@@ -160,28 +179,34 @@ def as_dem(dem, dtype=np.float32):
             pass
         if nodata is not None and not np.isnan(nodata):
             values = np.where(values == values.dtype.type(nodata), np.nan, values)
+        _finite(values, da, where, name)
         geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, where)
         gt = _geotransform(geo, values.shape)
         if gt is not None:  # y ascending: the rows run north
             check_north_up(gt, where, "reverse the axis first (da.isel(y=slice(None, None, "
                            "-1)) for y ascending)")
         return values, geo
+    if type(dem).__name__ == "Dataset" and hasattr(dem, "data_vars"):
+        raise InputError(f"{name}: an xarray Dataset holds several variables: give one "
+                         f"(ds[{next(iter(dem.data_vars), 'name')!r}])")
     if _is_dask(dem):
         dem = dem.compute()
     try:
         dem = np.asarray(dem)
     except ValueError:  # ragged nested lists
-        raise InputError("dem: a raster must be a rectangular array of numbers") from None
-    _real(dem, "dem")
-    z = np.asarray(dem, dtype=dtype)
+        raise InputError(f"{name}: a raster must be a rectangular array of numbers") from None
+    _real(dem, name)
+    with np.errstate(over="ignore"):  # beyond float32: inf, refused below
+        z = np.asarray(dem, dtype=dtype)
     if z.ndim != 2:
-        raise InputError(f"a DEM must be 2-D, got shape {z.shape}")
-    return z, Georef()
+        raise InputError(f"{name}: a raster must be 2-D, got shape {z.shape}")
+    _finite(z, dem, name, name)
+    return z, Georef(where=name)
 
 
-def _in_memory(dem, dtype=np.float32):
+def _in_memory(dem, dtype=np.float32, name="dem"):
     """:func:`as_dem`, a tile store read whole."""
-    z, geo = as_dem(dem, dtype)
+    z, geo = as_dem(dem, dtype, name)
     if z is None:
         z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
                        dtype)
@@ -202,12 +227,13 @@ def _cellsize(cellsize, geo):
     return (float(pair[0]), float(pair[1]))
 
 
-def _on_grid(raster, shape, what, dtype=np.float32):
-    """A raster that must lie on the DEM's grid (friction, weights, outlets) in memory."""
-    values, geo = _in_memory(raster, dtype)
+def _on_grid(raster, shape, name, dtype=np.float32):
+    """The raster given as parameter ``name`` (friction, weights, outlets), which must lie on
+    the DEM's grid, in memory."""
+    values, geo = _in_memory(raster, dtype, name)
     if values.shape != tuple(shape):
-        raise InputError(f"{geo.where}: {what} {values.shape[0]} x {values.shape[1]} cells, "
-                         f"the DEM {shape[0]} x {shape[1]}")
+        raise InputError(f"{geo.where}: {values.shape[0]} x {values.shape[1]} cells, the DEM "
+                         f"{shape[0]} x {shape[1]}")
     return values, geo
 
 
@@ -223,14 +249,25 @@ def _outlet_mask(outlets, z, geo):
     if isinstance(outlets, (list, tuple)) or (isinstance(outlets, np.ndarray)
                                               and outlets.shape[-1:] == (2,)
                                               and outlets.shape != z.shape):
+        try:
+            cells = np.asarray(outlets, np.float64)
+        except (TypeError, ValueError):
+            cells = None
+        if cells is None or cells.ndim != 2 or cells.shape[1] != 2:
+            raise InputError("outlets: expected (row, col) cells or a raster "
+                             "on the DEM's grid")
+        if not np.all(np.isfinite(cells)) or np.any(cells != np.round(cells)):
+            raise InputError("outlets: cells must be whole (row, col) numbers")
         mask = np.zeros(z.shape, bool)
-        for r, c in np.asarray(outlets, np.int64).reshape(-1, 2).tolist():
+        for r, c in ((int(a), int(b)) for a, b in cells.tolist()):
             if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
                 raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is outside the "
                                  f"grid ({z.shape[0]} x {z.shape[1]} cells)")
+            if np.isnan(z[r, c]):  # water leaves at a cell of the grid
+                raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is on nodata")
             mask[r, c] = True
         return mask
-    return np.nan_to_num(_on_grid(outlets, z.shape, "outlets have")[0]) != 0
+    return np.nan_to_num(_on_grid(outlets, z.shape, "outlets")[0]) != 0
 
 
 def raster_like(values, georef, name, attrs=None):
@@ -428,7 +465,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     cs = _cellsize(cellsize, geo)
     f = None
     if friction is not None:
-        f, fgeo = _on_grid(friction, z.shape, "friction has")
+        f, fgeo = _on_grid(friction, z.shape, "friction")
         f = check_friction(f, name=fgeo.where)
     cells = [] if sources is None else list(sources)
     if points is not None:
@@ -512,7 +549,7 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     z, geo = _in_memory(dem)
     mask = None if outlets is None else _outlet_mask(outlets, z, geo)
     w = (None if weights is None
-         else _on_grid(weights, z.shape, "weights have", np.float64)[0])
+         else _on_grid(weights, z.shape, "weights", np.float64)[0])
     f = z if filled else fill_depressions(z, connectivity, mask, backend=backend).filled
     cs = _cellsize(cellsize, geo)
     d = flow_directions(f, cs, connectivity, mask, backend=backend)

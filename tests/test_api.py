@@ -148,7 +148,7 @@ def test_cost_distance_on_every_input_kind(tmp_path):
         terrain.cost_distance(z, points=[(1.0, 2.0)], backend="cpu")
     with pytest.raises(InputError, match="outside"):
         terrain.cost_distance(path, points=[(0.0, 0.0)], backend="cpu")
-    with pytest.raises(InputError, match="friction has"):
+    with pytest.raises(InputError, match=r"^friction: 5 x 33 cells, the DEM 40 x 33$"):
         terrain.cost_distance(z, [(20, 20)], cost="friction", friction=fr[:5], backend="cpu")
 
 
@@ -197,7 +197,7 @@ def test_outlets_as_cells_or_raster_give_one_answer():
         assert float(by_cells.filled.values[1, 1]) == 1.0  # the pit drains: not filled
         with pytest.raises(InputError, match=r"outlet cell \(4, 0\) is outside the grid"):
             op(z, outlets=[(4, 0)], backend="cpu")
-        with pytest.raises(InputError, match="outlets have 3 x 3 cells, the DEM 4 x 4"):
+        with pytest.raises(InputError, match="^outlets: 3 x 3 cells, the DEM 4 x 4$"):
             op(z, outlets=np.zeros((3, 3)), backend="cpu")
 
 
@@ -255,7 +255,7 @@ def test_dataarray_georeference_in_attributes():
     (lambda z: terrain.mst(z.astype(complex)), "^dem: a raster must hold real numbers, got "
                                                "dtype complex128"),
     (lambda z: terrain.mst([[1, 2], [3]]), "^dem: a raster must be a rectangular array"),
-    (lambda z: terrain.mst(xr.DataArray(np.zeros((2, 2, 2)))), "^DataArray: a DEM must be 2-D"),
+    (lambda z: terrain.mst(xr.DataArray(np.zeros((2, 2, 2)))), "^DataArray: a raster must be 2-D"),
     (lambda z: terrain.mst(z, cellsize=(-1, 1)), r"^cellsize \(-1, 1\): must be a positive"),
     (lambda z: terrain.flow(z, cellsize="x"), "^cellsize 'x': must be a positive"),
     (lambda z: terrain.cost_distance(z, [(0, 0)], start_costs=[1, 2]),
@@ -267,6 +267,42 @@ def test_dataarray_georeference_in_attributes():
      "could be cells or a mask"),
     (lambda z: terrain.diameter(__import__("networkx").path_graph(9), effective=-3),
      "^effective -3: the sources to sample"),
+    # each raster named as the parameter it was given as
+    (lambda z: terrain.cost_distance(z, [(0, 0)], friction=-np.ones(z.shape)),
+     r"^friction: negative friction -1.0 at cell \(row, col\) = \(0, 0\)"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], friction=np.array([["a"] * 9] * 8)),
+     "^friction: a raster must hold real numbers"),
+    (lambda z: terrain.flow(z, weights=np.ones((2, 2))), "^weights: 2 x 2 cells, the DEM 8 x 9"),
+    (lambda z: terrain.fill(z, outlets={"a": 1}), "^outlets: a raster must hold real numbers"),
+    # the library's errors for arguments of the wrong kind, not NumPy's or xarray's
+    (lambda z: terrain.fill(z, min_area="x"), "^fill: min_area 'x' must be a whole number"),
+    (lambda z: terrain.fill(z, min_area=2.5), "^fill: min_area 2.5 must be a whole number"),
+    (lambda z: terrain.fill(z, min_depth="x"), "^fill: min_depth 'x' must be a number >= 0"),
+    (lambda z: terrain.fill(z, outlets=[(0, 0, 0)]), "^outlets: expected \\(row, col\\) cells"),
+    (lambda z: terrain.fill(z, outlets=[None]), "^outlets: expected \\(row, col\\) cells"),
+    (lambda z: terrain.fill(z, outlets=[(1.7, 1.2)]), "^outlets: cells must be whole"),
+    (lambda z: terrain.fill(xr.Dataset({"a": xr.DataArray(z)})), r"^dem: an xarray Dataset .*"
+                                                                 r"\(ds\['a'\]\)"),
+    (lambda z: terrain.fill(z, tile=3), "^tile 3 is not a power of two"),
+    (lambda z: terrain.mst(z, tile="a"), "^tile 'a' is not an integer"),
+    (lambda z: terrain.fill(z, 8.5), "^connectivity 8.5 is not 4 or 8"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], max_cost="x"), "^max cost 'x': must be > 0"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], max_cost=[1]), r"^max cost \[1\]: must be"),
+    (lambda z: terrain.cost_distance(z, [(2 ** 70, 0)]),
+     r"^source 0 at cell \(row, col\) = \(1180591620717411303424, 0\) is outside the 8 x 9 "),
+    (lambda z: terrain.bfs(__import__("scipy.sparse").sparse.eye(3, format="csr"), 5),
+     r"^bfs: source 5 is not a vertex \(0..2\)"),
+    (lambda z: terrain.sssp(__import__("scipy.sparse").sparse.eye(3, format="csr"), 5),
+     r"^sssp: source 5 is not a vertex \(0..2\)"),
+    # water leaves at a cell of the grid; elevations are finite float32 numbers
+    (lambda z: terrain.fill(np.array([[np.nan, 1], [1, 1]], np.float32), outlets=[(0, 0)]),
+     r"^dem: outlet cell \(0, 0\) is on nodata"),
+    (lambda z: terrain.fill(np.full((2, 2), 1e300)),
+     r"^dem: elevation 1e\+300 at cell \(row, col\) = \(0, 0\): beyond float32's range"),
+    (lambda z: terrain.mst(np.array([[0, np.inf]], np.float32)),
+     r"^dem: elevation inf at cell \(row, col\) = \(0, 1\): elevations are finite"),
+    (lambda z: terrain.mst(xr.DataArray(np.array([[0, -np.inf]]))),
+     r"^DataArray: elevation -inf at cell"),
 ])
 def test_bad_arguments_are_the_librarys_errors(call, message):
     with pytest.raises(InputError, match=message):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import InputError
 from .csr import as_graph
 from .frontier import FrontierCore
 
@@ -119,15 +120,15 @@ def bfs(graph, sources, *, predecessors=True, backend=None, by_id=None):
     g = as_graph(graph, directed=False)
     src = np.atleast_1d(np.asarray(sources, dtype=object if by_id else None))
     if src.size == 0:
-        raise ValueError("bfs: at least one source is needed")
+        raise InputError("bfs: at least one source is needed")
     if by_id:
         src = g.index_of(src.tolist(), what="source vertex")
     else:
         if src.dtype.kind not in "iu":
-            raise ValueError(f"bfs: sources must be integers, got {src.dtype}")
+            raise InputError(f"bfs: sources must be integers, got {src.dtype}")
         bad = src[(src < 0) | (src >= g.n)]
         if bad.size:
-            raise ValueError(f"bfs: source {int(bad[0])} is not a vertex (0..{g.n - 1})")
+            raise InputError(f"bfs: source {int(bad[0])} is not a vertex (0..{g.n - 1})")
         src = src.astype(np.int64)
     core = FrontierCore(g, backend)
     stats = traverse(core, src)

@@ -47,6 +47,8 @@ def check_connectivity(connectivity):
     """``connectivity`` as int, or :class:`InputError` unless it is 4 or 8."""
     try:
         c = int(connectivity)
+        if c != float(connectivity):  # 8.5 is no connectivity, not 8
+            c = None
     except (TypeError, ValueError):
         c = None
     if c not in CONNECTIVITIES:

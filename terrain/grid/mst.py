@@ -53,7 +53,8 @@ class MSTSpec(TiledGrid):
     def __post_init__(self):
         check_connectivity(self.connectivity)
         weight_model_code(self.weight)
-        check_tile_size(self.tile, MAX_TILE, "4 × tile² local edge indices must fit 32 bits")
+        object.__setattr__(self, "tile", check_tile_size(  # frozen: an int from here
+            self.tile, MAX_TILE, "4 × tile² local edge indices must fit 32 bits"))
         horizontal_lengths(self.cellsize)
 
     @property
@@ -333,7 +334,7 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         if dem.ndim != 2:
             raise InputError(f"grid_mst: the DEM must be 2-D, got shape {dem.shape}")
         shape = dem.shape
-    spec = MSTSpec(tuple(int(s) for s in shape), int(tile), check_connectivity(connectivity),
+    spec = MSTSpec(tuple(int(s) for s in shape), tile, check_connectivity(connectivity),
                    weight, tuple(cellsize or (1.0, 1.0)))
     fits = fits_in_core(spec.shape, be)
     if in_core is True and not fits:

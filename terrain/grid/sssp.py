@@ -17,6 +17,7 @@ Examples
 [[0, 5, 5], [7, 5, 7]]
 """
 
+import math
 import sys
 import time
 
@@ -27,7 +28,7 @@ from ..errors import InputError
 from ._sssp_frame import PAD, UNREACHED_BACKLINK, GridSSSPResult, flat_seeds, padded_grid
 from .costs import arc_codes, arc_lengths, check_friction, cost_model_code
 
-__all__ = ["grid_sssp", "labels_from_distance", "GridSSSPResult", "check_sources",
+__all__ = ["grid_sssp", "labels_from_distance", "GridSSSPResult", "check_sources", "on_nodata",
            "check_max_cost", "prepare_grid", "incore_bytes", "padded_grid", "PAD",
            "UNREACHED_BACKLINK"]
 
@@ -53,9 +54,21 @@ def _ops(be):
     return be.select(cpu, gpu)()
 
 
-def check_sources(sources, valid, start_costs=None, name="source"):
+def on_nodata(name, i, r, c, barrier=False):
+    """The refusal of source (or stop: ``name``) ``i`` at cell ``(r, c)`` on nodata: the DEM's,
+    or (``barrier``) the friction raster's where the DEM has a value. Its :class:`InputError`
+    says which raster in ``raster`` (``"dem"``, ``"friction"``), for a caller that names the
+    files."""
+    where = "a barrier (nodata) of the friction raster" if barrier else "nodata"
+    error = InputError(f"{name} {i} at cell (row, col) = ({r}, {c}) is on {where}")
+    error.raster = "friction" if barrier else "dem"
+    return error
+
+
+def check_sources(sources, valid, start_costs=None, name="source", dem=None):
     """Sources as ``(rows, cols, start_costs)`` arrays; :class:`InputError` if one is outside
-    the grid, on nodata (``valid``: vertex mask, or just the shape) or has a bad start cost."""
+    the grid, on nodata (``valid``: vertex mask, or just the shape; ``dem``, the elevations,
+    tell the DEM's nodata from the friction's: :func:`on_nodata`) or has a bad start cost."""
     try:
         src = np.asarray(sources, dtype=np.float64)
     except (TypeError, ValueError):
@@ -64,14 +77,15 @@ def check_sources(sources, valid, start_costs=None, name="source"):
         raise InputError(f"{name}s: expected a non-empty list of (row, col) cells")
     if not np.all(np.isfinite(src)) or np.any(src != np.round(src)):
         raise InputError(f"{name}s: cells must be whole (row, col) numbers")
-    rows, cols = src[:, 0].astype(np.int64), src[:, 1].astype(np.int64)
     shape = valid.shape if hasattr(valid, "shape") else tuple(valid)
-    for i, (r, c) in enumerate(zip(rows.tolist(), cols.tolist())):
+    # whole numbers as Python ints (exact at any size): the range is checked before a cast
+    for i, (r, c) in enumerate((int(a), int(b)) for a, b in src.tolist()):
         if not (0 <= r < shape[0] and 0 <= c < shape[1]):
             raise InputError(f"{name} {i} at cell (row, col) = ({r}, {c}) is outside the "
                              f"{shape[0]} x {shape[1]} grid")
         if hasattr(valid, "shape") and not valid[r, c]:
-            raise InputError(f"{name} {i} at cell (row, col) = ({r}, {c}) is on nodata")
+            raise on_nodata(name, i, r, c, dem is not None and not np.isnan(dem[r, c]))
+    rows, cols = src[:, 0].astype(np.int64), src[:, 1].astype(np.int64)
     if start_costs is None:
         costs = np.zeros(rows.size, np.float64)
     else:
@@ -94,7 +108,10 @@ def check_max_cost(max_cost):
     reaches a cell)."""
     if max_cost is None:
         return sys.float_info.max
-    m = float(max_cost)
+    try:
+        m = float(max_cost)
+    except (TypeError, ValueError):
+        m = math.nan
     if not m > 0:
         raise InputError(f"max cost {max_cost!r}: must be > 0")
     return min(m, sys.float_info.max)
@@ -198,10 +215,10 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     be = get_backend(backend)
     z, f, valid, model, codes, lengths = prepare_grid(dem, friction, cost, connectivity,
                                                       cellsize)
-    rows, cols, costs = check_sources(sources, valid, start_costs)
+    rows, cols, costs = check_sources(sources, valid, start_costs, dem=z)
     targets = None
     if stops is not None:
-        srows, scols, _ = check_sources(stops, valid, name="stop")
+        srows, scols, _ = check_sources(stops, valid, name="stop", dem=z)
         targets = flat_seeds(srows, scols, np.zeros(srows.size), z.shape[1])[0]
     res = _ops(be).solve(z, f, model, codes, lengths, rows, cols, costs,
                          check_max_cost(max_cost), delta=delta, hops=hops, targets=targets,

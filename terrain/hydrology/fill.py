@@ -11,6 +11,7 @@ the definitions, outlets, the flood and the tiled walk.
 """
 
 import ctypes
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from ..backend import array_backend, count_nonzero, get_backend, nanmax
 from ..errors import InputError
 from ..grid.edges import check_connectivity
 from ..tiles.quadtree import TiledGrid, walk_down, walk_up
+from ..tiles.store import check_tile_size
 from . import _flow_cpu
 from ._fill_gpu import fits_on_device
 from ._neighbours import NB_DC, NB_DR
@@ -461,10 +463,11 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     fits = be.is_gpu and fits_on_device(np.shape(dem), be)
     whole = fits and plain
     z = _dem(dem, device=whole)
-    if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
+    if min_depth is not None and not _at_least(min_depth, 0):
         raise InputError(f"fill: min_depth {min_depth!r} must be a number >= 0")
-    if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
+    if min_area is not None and not _at_least(min_area, 1, whole=True):
         raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
+    check_tile_size(tile)
     simplify = min_depth is not None or min_area is not None
     if whole:  # all on the device from here
         z = be.asarray(z)
@@ -497,6 +500,15 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
         r.stats.update({"min_depth": min_depth, "min_area": min_area,
                         "kept_pits": int(pits.shape[0])})
     return r
+
+
+def _at_least(value, least, whole=False):
+    """Whether ``value`` is a finite number >= ``least`` (and whole, with ``whole``)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(v) and v >= least and (not whole or v == int(v))
 
 
 def _dem(dem, device=False):

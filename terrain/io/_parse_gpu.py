@@ -191,8 +191,11 @@ def piece_bounds(grid, piece_bytes=PIECE_BYTES):
     """File offsets ``[data_offset, ..., size]`` cutting the data section into pieces of
     whole lines of about ``piece_bytes``; reads a few bytes at each bound, not the text.
 
-    >>> from terrain.io import open_grid
-    >>> g = open_grid("data/sample.asc")
+    >>> import tempfile
+    >>> from terrain.io import open_grid, write_synth
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.asc")
+    >>> _ = write_synth(path, 60, 80, seed=1)
+    >>> g = open_grid(path)
     >>> b = piece_bounds(g, 10000)
     >>> b[0] == g.data_offset, b[-1] == g.size, len(b) > 2
     (True, True, True)

@@ -24,9 +24,9 @@ import numpy as np
 
 from ..errors import InputError, where
 
-__all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells", "write_paths",
-           "path_format", "ogr_lines", "geojson_crs", "reproject_points", "POINT_SUFFIXES",
-           "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84"]
+__all__ = ["map_to_cell", "cell_centre", "read_points", "point_cells", "raster_source_cells",
+           "write_paths", "path_format", "ogr_lines", "geojson_crs", "reproject_points",
+           "POINT_SUFFIXES", "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84"]
 
 #: vector formats read through OGR (pyogrio): the points of their first layer
 VECTOR_SUFFIXES = (".gpkg", ".shp", ".fgb", ".kml")
@@ -91,32 +91,53 @@ def read_points(path, crs=None):
     or ``lon,lat`` in WGS 84), a GeoJSON file (points, features, collections) or an OGR
     vector file (:data:`VECTOR_SUFFIXES`: its first layer's points), in ``crs`` (the
     raster's; None: as they are written)."""
+    return _read_points(path, crs)[0]
+
+
+def point_cells(path, geotransform, shape, what="point", crs=None):
+    """The cells ``[(row, col), ...]`` of the points of the file ``path``
+    (:func:`read_points`) on the raster of ``geotransform`` and ``shape``; a point outside it
+    is an :class:`InputError` naming the file, and for a CSV file the line."""
+    points, lines = _read_points(path, crs)
+    return [map_to_cell(x, y, geotransform, shape,
+                        what=f"{where(path, line) if line else path}: {what}")
+            for (x, y), line in zip(points, lines)]
+
+
+def _read_points(path, crs):
+    """``(points, lines)``: :func:`read_points`' points and the line of each (CSV; else
+    None)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+    lines = None
     if path.suffix.lower() in VECTOR_SUFFIXES:
         points, src_crs = _ogr_points(path)
-        if crs is None or src_crs is None:
-            return points
-        return reproject_points(points, src_crs, crs, path)
-    text = path.read_text(errors="replace")
-    if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
-        points, src_crs = _geojson_points(path, text)
     else:
-        points, src_crs = _csv_points(path, text)
-    if crs is None or src_crs is None:
-        return points
-    return reproject_points(points, src_crs, crs, path)
+        text = path.read_text(errors="replace")
+        if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
+            points, src_crs = _geojson_points(path, text)
+        else:
+            points, src_crs, lines = _csv_points(path, text)
+    if crs is not None and src_crs is not None:
+        points = reproject_points(points, src_crs, crs, path)
+    return points, lines or [None] * len(points)
 
 
 def _csv_points(path, text):
-    """``(points, crs)``: WGS 84 for lon/lat columns, else None (the raster's)."""
-    points = []
-    cx, cy, src_crs = 0, 1, None
+    """``(points, crs, lines)``: WGS 84 for lon/lat columns, else None (the raster's); the
+    line of each point. Every row has as many fields as the first (a header or a point)."""
+    points, lines = [], []
+    cx, cy, src_crs, width = 0, 1, None, None
     first = _first_line(text)
     for line, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
             continue
+        if width is None:
+            width = len(row)
+        elif len(row) != width:
+            raise InputError(f"{where(path, line)}: {len(row)} fields, where the first row "
+                             f"(line {first}) has {width}: {','.join(row)[:80]!r}")
         if not points and line == first:
             names = [c.strip().lower() for c in row]
             hx = [i for i, n in enumerate(names) if n in _X_NAMES]
@@ -141,9 +162,10 @@ def _csv_points(path, text):
         if not (math.isfinite(x) and math.isfinite(y)):
             raise InputError(f"{where(path, line)}: coordinates must be finite")
         points.append((x, y))
+        lines.append(line)
     if not points:
         raise InputError(f"{path}: no points")
-    return points, src_crs
+    return points, src_crs, lines
 
 
 def _first_line(text):
@@ -351,15 +373,31 @@ def reproject_points(points, src, dst, path):
     return out
 
 
+#: GDAL's geotransform of a raster without a georeference
+UNREFERENCED = (0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+
+
 def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, path="sources",
-                        start_values=False, what="source"):
+                        start_values=False, what="source", crs=None, grid_crs=None):
     """Cells of a grid for the non-zero, non-NaN cells of a source raster (row-major order),
     mapped through the cell centres so that the source raster may have its own grid.
 
     With ``start_values``: every cell that is not NaN is a source, and returns ``(cells,
     costs)``, its values the costs already spent there (GRASS ``r.cost -r``); a negative or
-    infinite one is an :class:`InputError`. ``what`` names the cells in errors.
+    infinite one is an :class:`InputError`. ``what`` names the cells in errors. A raster in
+    another CRS than the grid's (``crs``, ``grid_crs``), or without a georeference where the
+    grid has one, is refused: its cells' centres would be taken in the grid's CRS.
     """
+    from .georef import crs_label, same_crs
+    if not same_crs(crs, grid_crs):
+        raise InputError(f"{path}: its CRS {crs_label(crs)} is not the DEM's "
+                         f"{crs_label(grid_crs)}: reproject it first (gdalwarp -t_srs), or give "
+                         f"the {what}s as points, which are reprojected")
+    gt = tuple(float(v) for v in geotransform)
+    if gt == UNREFERENCED and not crs and tuple(grid_geotransform) != UNREFERENCED:
+        raise InputError(f"{path}: has no georeference, where the DEM has one: give it the "
+                         f"DEM's (gdal_translate -a_ullr ... -a_srs ...), or give the {what}s "
+                         "as cells or points")
     values = np.asarray(values)
     with np.errstate(invalid="ignore"):
         keep = ~np.isnan(values) if start_values else (values != 0) & ~np.isnan(values)

@@ -123,6 +123,10 @@ def open_raster(path, band=None):
     (16, 1024)
     """
     import rasterio
+    # a raster without a georeference is read as such (its cells are the grid's), which
+    # rasterio's warning of two lines says again on every open, on every thread
+    warnings.filterwarnings("ignore", category=rasterio.errors.NotGeoreferencedWarning,
+                            append=False)
 
     path = Path(path)
     try:

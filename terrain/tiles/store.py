@@ -42,7 +42,9 @@ def check_tile_size(tile, limit=TILE_LIMIT, why=None):
     says what bounds it)."""
     try:
         t = int(tile)
-    except (TypeError, ValueError):
+        if t != float(tile):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"tile {tile!r} is not an integer") from None
     if t < 2 or t & (t - 1):
         raise InputError(f"tile {tile} is not a power of two >= 2")

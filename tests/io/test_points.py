@@ -217,3 +217,41 @@ def test_paths_are_written_as_rfc7946_lon_lat(tmp_path):
     got = doc["features"][0]["geometry"]["coordinates"]
     want = [v for p in line for v in _to_lonlat(*p)]
     assert [v for p in got for v in p] == pytest.approx(want, abs=1e-9)
+
+
+def test_csv_rows_keep_the_first_rows_width_and_a_point_outside_names_its_line(tmp_path):
+    """A row of more (or fewer) fields than the first is refused, not cut to x,y; a point
+    outside the raster is refused naming its line (as a bad number is)."""
+    from terrain.io.points import point_cells
+    gt, shape = (500000.0, 10.0, 0.0, 4003000.0, 0.0, -10.0), (300, 400)
+    p = tmp_path / "p.csv"
+    p.write_text("x,y\n500015,4002985\n1,2,3\n")
+    with pytest.raises(InputError, match=r"p\.csv:3: 3 fields, where the first row \(line 1\) "
+                                         r"has 2: '1,2,3'$"):
+        read_points(p)
+    p.write_text("# points\nx,y\n500015,4002985\n\n500025,4002975\n1,2\n")
+    with pytest.raises(InputError, match=r"^.*p\.csv:6: source \(1\.0, 2\.0\) is outside"):
+        point_cells(p, gt, shape, "source")
+    p.write_text("name,x,y\na,500015,4002985\nb,500025,4002975\n")
+    assert point_cells(p, gt, shape, "source") == [(1, 1), (2, 2)]
+
+
+def test_a_sources_raster_in_another_crs_or_unreferenced_is_refused():
+    """A raster's cell centres are taken in the grid's CRS: one in another CRS, or without a
+    georeference beside a grid that has one, is refused; the same grid maps cell for cell."""
+    import numpy as np
+    from terrain.io.points import raster_source_cells
+    gt = (500000.0, 10.0, 0.0, 4003000.0, 0.0, -10.0)
+    a = np.zeros((30, 40), np.float32)
+    a[3, 6] = 1
+    assert raster_source_cells(a, gt, gt, a.shape, "s.tif", crs="EPSG:32617",
+                               grid_crs="EPSG:32617") == [(3, 6)]
+    with pytest.raises(InputError, match=r"^s\.tif: its CRS EPSG:4326 is not the DEM's "
+                                         r"EPSG:32617: reproject it first"):
+        raster_source_cells(a, (-81, 3e-4, 0, 36, 0, -3e-4), gt, a.shape, "s.tif",
+                            crs="EPSG:4326", grid_crs="EPSG:32617")
+    unreferenced = (0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+    with pytest.raises(InputError, match=r"^p\.png: has no georeference, where the DEM has "
+                                         r"one: .* give the outlets as cells or points$"):
+        raster_source_cells(a, unreferenced, gt, a.shape, "p.png", what="outlet")
+    assert raster_source_cells(a, unreferenced, unreferenced, a.shape) == [(3, 6)]
