@@ -466,10 +466,11 @@ def _is_number(token):
     return True
 
 
-def _snap_header(path, head, whole):
+def _snap_header(path, head, whole, counts=True):
     """A SNAP edge list: comma-separated if its first line holds a comma (a row of column
-    names skipped); weighted if its first edge line has a third column; a first line of two
-    integers is a candidate header of counts (:func:`_counts_header` decides)."""
+    names skipped); weighted if its first edge line has a third column; with ``counts`` (the
+    format detected, not named), a first line of two integers is a candidate header of
+    counts (:func:`_counts_header` decides)."""
     lines = _header_lines(head)
     lineno, tokens, nxt = _first_content_line(lines, 0, ("#", "%"), whole)
     if tokens is None:
@@ -483,7 +484,7 @@ def _snap_header(path, head, whole):
         lineno, tokens, nxt = _first_content_line(lines, lineno, ("#", "%"), whole)
         tokens = split(tokens or [])
     # ids of more than 18 digits are refused as ids (the parser's), not read as counts
-    if len(tokens) == 2 and all(t.isdigit() and len(t) <= 18 for t in tokens):
+    if counts and len(tokens) == 2 and all(t.isdigit() and len(t) <= 18 for t in tokens):
         first = (int(tokens[0]), int(tokens[1]), lineno)
         out["body"] = nxt
         lineno, tokens, _ = _first_content_line(lines, lineno, ("#", "%"), whole)
@@ -518,8 +519,15 @@ def _mtx_header(path, head, whole):
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse size line {' '.join(size)!r}: "
                          "expected 'ROWS COLS ENTRIES'") from None
-    symmetric = len(banner) > 4 and banner[4] != "general"
+    symmetry = banner[4] if len(banner) > 4 else "general"
+    if symmetry not in ("general", "symmetric", "skew-symmetric", "hermitian"):
+        raise InputError(f"{where(path, 1)}: unknown symmetry {symmetry!r}")
     wmode = {"integer": 2, "real": 3}.get(banner[3], 0)
+    if symmetry == "skew-symmetric" and wmode:  # a_ji = -a_ij: no one weight per edge
+        raise InputError(f"{where(path, 1)}: a skew-symmetric matrix's mirrored entries are "
+                         "the negatives of those given: an edge of a graph has one weight "
+                         "(write it as 'general' with both entries)")
+    symmetric = symmetry != "general"
     return {"body": body, "n": max(rows, cols), "id_base": 1, "declared": (1, rows, cols),
             "entries": nnz, "size_line": lineno, "wmode": wmode, "symmetric": symmetric}
 
@@ -624,7 +632,8 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, memory
     """
     path = Path(path)
     _check_regular(path)
-    if fmt in (None, "auto"):
+    detected = fmt in (None, "auto")
+    if detected:
         fmt = detect_format(path)
     if fmt not in FORMATS:
         raise InputError(f"{path}: unknown graph format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -638,7 +647,8 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, memory
         head, whole = _read_head(path, compressed, size)
         _check_text(path, head)
         try:
-            header = _HEADERS[fmt](path, head, whole)
+            header = (_snap_header(path, head, whole, counts=detected) if fmt == "snap"
+                      else _HEADERS[fmt](path, head, whole))
             break
         except _MoreHeader:
             size *= 4
@@ -852,14 +862,18 @@ def _counts_header(plan, chunks):
     edges = sum(c.u.size for c in kept)
     top = max((max(int(c.u.max()), int(c.v.max())) for c in kept if c.u.size), default=0)
     if edges and ((edges == a and top <= b) or (edges == b and top <= a)):
+        counted = f"{edges} edge lines" if edges > 1 else "1 edge line"
         if stop < len(chunks):
             at = plan.header_lines + sum(c.newlines for c in chunks[:stop]) + 1 \
                 + kept[stop].error[0]
-            counted = f"{edges} edge lines" if edges > 1 else "1 edge line"
             warnings.warn(f"{where(plan.path, at)}: not read, nor any line after it: line "
                           f"{line}, '{a} {b}', is a header of counts, and the {counted} it "
                           "counts end here", stacklevel=2)
             kept[stop] = dataclasses.replace(kept[stop], error=None)
+        else:  # an edge list whose first edge happens to fit: said, never silent
+            warnings.warn(f"{where(plan.path, line)}: '{a} {b}' read as a header of counts "
+                          f"({counted} follow, their ids up to {b if edges == a else a}), not "
+                          "as an edge; the format 'snap' reads it as an edge", stacklevel=2)
         return kept
     note = (f" (a SNAP edge list: its first line {a} {b} would be a header of counts if "
             f"exactly {a} or {b} edge lines with ids up to the other count followed it)")

@@ -130,6 +130,16 @@ class TerrainGraph:
         return self._weights[weight]
 
 
+def _keyed(G, source, vertices, values):
+    """``{node: value}`` of ``vertices`` (the source's first) as NetworkX keys them: the
+    source by the object given (``1.0``, ``True`` for the node ``1``), the others by the
+    graph's own nodes."""
+    nodes = G.nodes
+    out = {source: values[0]} if vertices else {}
+    out.update((nodes[v], d) for v, d in zip(vertices[1:], values[1:]))
+    return out
+
+
 def _bfs_order(G, sources):
     """The vertices reached from ``sources`` in NetworkX's discovery order, and their levels."""
     from terrain.graph import discovery_bfs
@@ -254,16 +264,17 @@ class BackendInterface:
         import networkx as nx
         if sources in G:
             sources = [sources]
-        first = list(set(sources))
+        first = list(set(sources))  # NetworkX's first layer: its order and the objects given
         for s in first:
             if s not in G:
                 raise nx.NetworkXError(f"The node {s} is not in the graph.")
         if not first:
             return
+        yield first
         order, levels = _bfs_order(G, [G.index[s] for s in first])
         cuts = np.flatnonzero(np.diff(levels)) + 1
         nodes = G.nodes
-        for part in np.split(order, cuts):
+        for part in np.split(order, cuts)[1:]:
             yield [nodes[i] for i in part.tolist()]
 
     @staticmethod
@@ -273,12 +284,13 @@ class BackendInterface:
         import networkx as nx
         if source not in G:
             raise nx.NodeNotFound(f"Source {source} is not in G")
+        if cutoff is not None:
+            cutoff > 0  # a cutoff that is no number: NetworkX's TypeError, as its loop's test
         order, levels = _bfs_order(G, [G.index[source]])
         if cutoff is not None:
             keep = (levels == 0) | (levels - 1 < cutoff)
             order, levels = order[keep], levels[keep]
-        nodes = G.nodes
-        return {nodes[i]: d for i, d in zip(order.tolist(), levels.tolist())}
+        return _keyed(G, source, order.tolist(), levels.tolist())
 
     @staticmethod
     def eccentricity(G, v=None, sp=None, weight=None):
@@ -334,10 +346,11 @@ class BackendInterface:
     def single_source_dijkstra_path_length(G, source, cutoff=None, weight="weight"):
         """Weighted distance to every node reachable from ``source`` (within ``cutoff``)."""
         import networkx as nx
+        hash(source)  # NetworkX puts it in a set first: an unhashable one is its TypeError
         if source not in G:
             raise nx.NodeNotFound(f"Node {source} not found in graph")
-        nodes = G.nodes
-        return {nodes[v]: d for v, d in _dijkstra(G, [G.index[source]], weight, cutoff)}
+        settled = _dijkstra(G, [G.index[source]], weight, cutoff)
+        return _keyed(G, source, [v for v, _ in settled], [d for _, d in settled])
 
     @staticmethod
     def dijkstra_path_length(G, source, target, weight="weight"):
@@ -347,6 +360,7 @@ class BackendInterface:
             raise nx.NodeNotFound(f"Node {source} not found in graph")
         if source == target:
             return 0
+        hash(target)  # NetworkX looks it up in its dict of distances: its TypeError
         t = G.index.get(target, -1) if target in G else -1
         for v, d in _dijkstra(G, [G.index[source]], weight, target=t):
             if v == t:

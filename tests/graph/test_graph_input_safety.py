@@ -114,9 +114,28 @@ def test_a_header_of_counts_and_trailing_vertex_values(tmp_path, tail):
         assert sorted(g.id_array().tolist()) == [0, 1, 2, 3, 4]
         # the section not read is named (a typo in an edge list would end it unseen)
         said = [str(w.message) for w in caught]
+        other = header.split()[1 if header.startswith("6") else 0]
         assert said == ([f"{path}:9: not read, nor any line after it: line 2, "
                          f"'{header.strip()}', is a header of counts, and the 6 edge lines "
-                         "it counts end here"] if tail else [])
+                         "it counts end here"] if tail else
+                        [f"{path}:2: '{header.strip()}' read as a header of counts (6 edge "
+                         f"lines follow, their ids up to {other}), not as an edge; the format "
+                         "'snap' reads it as an edge"])
+
+
+def test_a_first_line_read_as_counts_is_said_and_snap_reads_it_as_an_edge(tmp_path):
+    """``3 5`` then three edges with ids up to 5 fits a header of counts as well as an
+    edge: read as counts (a file of another collection's layout), with a warning; named
+    as the SNAP format, every line is an edge (NetworkX's read_edgelist as the oracle)."""
+    nx = pytest.importorskip("networkx")
+    path = tmp_path / "h3.txt"
+    path.write_text("3 5\n1 2\n2 3\n4 5\n")
+    with pytest.warns(UserWarning, match=r"h3\.txt:1: '3 5' read as a header of counts"):
+        assert load_graph(path).m == 3
+    g = load_graph(path, "snap")
+    want = nx.read_edgelist(path, nodetype=int)
+    assert g.m == want.number_of_edges() == 4
+    assert sorted(g.id_array().tolist()) == sorted(want.nodes)
 
 
 @pytest.mark.parametrize("text,line,what", [

@@ -268,6 +268,8 @@ BAD_INPUTS = [
     ("nohead.gr", "c only comments\na 1 2 3\n", "nohead.gr:2: missing DIMACS header"),
     ("range.graph", "3 2\n2\n1 4\n\n", "range.graph:3: vertex id out of the declared range 1..3"),
     ("short.graph", "3 1\n2\n1\n", "the file ends after 2 of the 3 vertex lines"),
+    ("skew.mtx", "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n2 1 0.5\n3 2 1\n",
+     "skew.mtx:1: a skew-symmetric matrix's mirrored entries are the negatives"),
     ("empty.txt", "# nothing\n\n", "empty.txt: empty graph"),
 ]
 

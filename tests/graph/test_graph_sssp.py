@@ -153,6 +153,23 @@ def test_large_integer_weights_use_the_heap():
     assert np.array_equal(_as_float(r), _scipy(g, [0]))
 
 
+def test_one_huge_weight_on_a_long_path_is_summed_exactly():
+    """max weight x (n - 1) passes 2**62 where no path comes near it (one edge of 10**17 at
+    the end of a path of 100 unit edges): the sum of all weights bounds every simple path,
+    so the distances are int64 and exact (Python's integers as the oracle); where both
+    bounds pass 2**62 the graph is refused."""
+    G = nx.path_graph(102)
+    for u, v in G.edges:
+        G[u][v]["weight"] = 10 ** 17 if v == 101 else 1
+    r = sssp(G, 0, backend="cpu")
+    assert r.dist.dtype == np.int64 and r.dist.tolist() == list(range(101)) + [10 ** 17 + 100]
+    for u, v in G.edges:
+        G[u][v]["weight"] = 10 ** 17
+    with pytest.raises(InputError, match=r"edge weights up to 100000000000000000, "
+                                         r"20200000000000000000 in all, could overflow"):
+        sssp(G, 0, backend="cpu")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["int64", "float", "float32"])
 @pytest.mark.parametrize("directed", [False, True])

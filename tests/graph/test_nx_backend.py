@@ -308,6 +308,36 @@ def test_the_cases_a_user_trial_found():
     assert list(B.minimum_spanning_tree(T).edges) == list(nx.minimum_spanning_tree(R).edges)
 
 
+def test_sources_keep_the_objects_given_and_errors_are_networkxs():
+    """The source is keyed by the object passed (``1.0``, ``True`` for the node ``1``), the
+    others by the graph's nodes; an unhashable source or target, a cutoff that is no
+    number: the TypeError NetworkX raises, with its message."""
+    G = nx.path_graph(4)
+    T = B.convert_from_nx(G)
+
+    def keys(d):
+        return [(k, type(k)) for k in (d if isinstance(d, dict) else [x for y in d for x in y])]
+    for theirs, ours, source in [(nx.bfs_layers, B.bfs_layers, 1.0),
+                                 (nx.single_source_shortest_path_length,
+                                  B.single_source_shortest_path_length, True),
+                                 (nx.single_source_dijkstra_path_length,
+                                  B.single_source_dijkstra_path_length, 1.0)]:
+        want, got = theirs(G, source), ours(T, source)
+        want, got = (list(want), list(got)) if theirs is nx.bfs_layers else (want, got)
+        assert keys(got) == keys(want), theirs.__name__
+    for theirs, ours, args in [
+            (nx.single_source_dijkstra_path_length, B.single_source_dijkstra_path_length, ([0],)),
+            (nx.dijkstra_path_length, B.dijkstra_path_length, (0, [1])),
+            (nx.single_source_shortest_path_length, B.single_source_shortest_path_length,
+             (0, "a")),
+            (lambda *a: list(nx.bfs_layers(*a)), lambda *a: list(B.bfs_layers(*a)), ([[0]],))]:
+        with pytest.raises(TypeError) as want:
+            theirs(G, *args)
+        with pytest.raises(TypeError) as got:
+            ours(T, *args)
+        assert (type(got.value), str(got.value)) == (type(want.value), str(want.value))
+
+
 def test_should_run_keeps_small_graphs_in_networkx():
     small, big = nx.path_graph(10), nx.grid_2d_graph(300, 400)
     assert B.should_run("diameter", (small,), {}) is not True
