@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .io.georef import GRID_MAPPING, check_north_up, check_weight_units, crs_wkt
+from .io.georef import GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units, crs_wkt
 
 __all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
            "raster_like", "Georef", "MST_BITS", "CostDistance"]
@@ -360,7 +360,7 @@ def _geotransform(geo, shape):
         gt = tuple(float(v) for v in t.rio.transform().to_gdal())
         # rioxarray's transform of an array without coordinates (or of one row or column)
         # is GDAL's identity, rows running "north": the coordinates, if any, say more
-        if gt != (0.0, 1.0, 0.0, 0.0, 0.0, 1.0):
+        if gt != UNREFERENCED:
             return gt
     except Exception:
         pass

@@ -25,9 +25,13 @@ from ..errors import InputError
 
 __all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
            "write_georeference", "mark_raster", "finish_store", "fill_value_attr",
-           "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS"]
+           "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS",
+           "UNREFERENCED"]
 
 GRID_MAPPING = "spatial_ref"
+
+#: GDAL's geotransform of a raster without a georeference (its rows "run north")
+UNREFERENCED = (0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
 RASTER_DIMS = ("y", "x")
 
 

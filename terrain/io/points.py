@@ -373,10 +373,6 @@ def reproject_points(points, src, dst, path):
     return out
 
 
-#: GDAL's geotransform of a raster without a georeference
-UNREFERENCED = (0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
-
-
 def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, path="sources",
                         start_values=False, what="source", crs=None, grid_crs=None):
     """Cells of a grid for the non-zero, non-NaN cells of a source raster (row-major order),
@@ -388,7 +384,7 @@ def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, pat
     another CRS than the grid's (``crs``, ``grid_crs``), or without a georeference where the
     grid has one, is refused: its cells' centres would be taken in the grid's CRS.
     """
-    from .georef import crs_label, same_crs
+    from .georef import UNREFERENCED, crs_label, same_crs
     if not same_crs(crs, grid_crs):
         raise InputError(f"{path}: its CRS {crs_label(crs)} is not the DEM's "
                          f"{crs_label(grid_crs)}: reproject it first (gdalwarp -t_srs), or give "

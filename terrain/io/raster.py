@@ -98,6 +98,18 @@ def _piece_rows(src, band, cols):
     return block * max(1, READ_BYTES // max(1, row))
 
 
+_QUIET = []
+
+
+def _quiet_unreferenced(rasterio):
+    """A raster without a georeference is read as such (its cells are the grid's), which
+    rasterio's warning of two lines would say again on every open: filtered, once (a change
+    of the filters makes Python show every warning again)."""
+    if not _QUIET:
+        warnings.filterwarnings("ignore", category=rasterio.errors.NotGeoreferencedWarning)
+        _QUIET.append(True)
+
+
 def open_raster(path, band=None):
     """Open a raster with rasterio and describe it (no pixels are read).
 
@@ -123,10 +135,7 @@ def open_raster(path, band=None):
     (16, 1024)
     """
     import rasterio
-    # a raster without a georeference is read as such (its cells are the grid's), which
-    # rasterio's warning of two lines says again on every open, on every thread
-    warnings.filterwarnings("ignore", category=rasterio.errors.NotGeoreferencedWarning,
-                            append=False)
+    _quiet_unreferenced(rasterio)
 
     path = Path(path)
     try:
