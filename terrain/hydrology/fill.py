@@ -638,8 +638,8 @@ def _hierarchy_nodes(zf, eu, ev, ew, drained):
 
 def kept_pits(table, min_depth=None, min_area=None):
     """The flat cell indices (int64) of the pits the simplification keeps: those whose
-    highest depression (elder rule) is at least ``min_depth`` deep and ``min_area`` cells
-    large (docs/hydrology.md, "Options")."""
+    highest depression (elder rule; none of zero height above its children) is at least
+    ``min_depth`` deep and ``min_area`` cells large (docs/hydrology.md, "Options")."""
     n = table["id"].shape[0]
     top = np.arange(n)  # each node's highest node with the same pit
     pit = table["pit_row"] * table["_width"] + table["pit_col"]
@@ -650,7 +650,19 @@ def kept_pits(table, min_depth=None, min_area=None):
             top[k] = top[p]
     leaves = np.flatnonzero(table["left"] == 0)
     t = top[leaves]
-    depth = table["spill_elevation"][t].astype(np.float64) - table["pit_elevation"][t]
+    # a node that ends at the level its children met is no depression of its own: whether
+    # two pits meet before one of them drains (or a third joins) at one level is the order
+    # of equal weights; the pit's highest depression is then the child it came from
+    spill = table["spill_elevation"]
+    left, right = table["left"] - 1, table["right"] - 1
+    same = np.where(left >= 0, np.where(pit[np.maximum(left, 0)] == pit, left, right), -1)
+    while True:
+        c = same[t]
+        down = (c >= 0) & (spill[t] == spill[np.maximum(c, 0)])
+        if not down.any():
+            break
+        t = np.where(down, c, t)
+    depth = spill[t].astype(np.float64) - table["pit_elevation"][t]
     keep = np.ones(leaves.shape[0], np.bool_)
     if min_depth is not None:
         keep &= depth >= float(min_depth)

@@ -146,6 +146,39 @@ def test_epsilon_with_min_depth_drains_to_the_kept_pits(named):
     assert np.all((r.filled >= exact.filled) | np.isnan(z))
     assert not np.array_equal(r.filled, fill_depressions(z, 8, epsilon=True, backend="cpu").filled)
 
+@pytest.mark.parametrize("conn", [4, 8])
+def test_min_area_and_depth_do_not_depend_on_the_grids_orientation(conn):
+    """Two pits that meet each other and the drained side at one level: whether a parent
+    of both exists in the hierarchy is the order of equal weights, a node that ends at the
+    level its children met is no depression of its own, so the kept pits (and the filled
+    DEM) are the same in all eight orientations of the grid. Pits of distinct elevations
+    (ties between pits keep the first in row-major order, as documented)."""
+    from scipy import ndimage
+
+    def orient(a, k):
+        a = np.rot90(a, k % 4)
+        return np.fliplr(a) if k >= 4 else a
+
+    def back(a, k):
+        return np.rot90(np.fliplr(a) if k >= 4 else a, -(k % 4))
+
+    z0 = np.array([[9, 9, 9, 9, 9, 9], [9, 1, 2, 1.5, 2, 0], [9, 9, 9, 9, 9, 9]], np.float32)
+    cases = [(z0, dict(min_area=2))]
+    for seed in range(12):
+        z = np.random.default_rng(seed).integers(0, 6, (9, 11)).astype(np.float32)
+        pits = ndimage.minimum_filter(z, 3, mode="nearest") == z
+        z[pits] -= (np.arange(pits.sum()) + 1) * 1e-3  # distinct pits, tied spill levels
+        cases += [(z, dict(min_area=3)), (z, dict(min_area=10)), (z, dict(min_depth=1.5))]
+    for z, kw in cases:
+        want = fill_depressions(z, conn, backend="cpu", **kw).filled
+        for k in range(1, 8):
+            got = fill_depressions(np.ascontiguousarray(orient(z, k)), conn, backend="cpu",
+                                   **kw).filled
+            np.testing.assert_array_equal(back(got, k), want, err_msg=f"{kw} {k}")
+    assert fill_depressions(z0, conn, min_area=2, backend="cpu").filled[1].tolist() == \
+        [9, 2, 2, 2, 2, 0]  # neither pit's depression holds two cells below its spill
+
+
 def test_min_depth_keeps_the_elder_pit():
     # two pits (1 and 2) merge at 5 and spill at 9: depth 8 for pit 1, 3 for pit 2
     z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 9]], np.float32)
