@@ -153,7 +153,9 @@ def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
                            compressors=layer_compressors("allocation" if dtype == "int32"
                                                          else "distance"),
                            attrs={"meaning": meaning})
-        mark_raster(arr, nodata=fill)
+        # a lake id of 0 is a value (no lake), not missing data: xarray would read the
+        # ids as float64 with NaN for every cell outside a lake
+        mark_raster(arr, nodata=None if dtype == "int32" else fill)
     return out_path if is_remote(out_path) else str(out_path)
 
 
@@ -523,7 +525,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                "a resumed run takes the tiled route" if resume else
                f"{shape[0]} x {shape[1]} cells do not fit in memory")
         raise InputError(f"{inp}: {why}, and the tiled fill supports --connectivity and "
-                         f"--outlets only: {names} need the in-core route")
+                         f"--outlets only: {names} {'need' if len(asked) > 1 else 'needs'} "
+                         "the in-core route")
     from . import cluster
     key = run_key("fill", [p for p in (inp, outlets) if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), be.name)

@@ -140,8 +140,8 @@ def _fill_result(path, connectivity, outlets):
     kept = [what for k, what in (("min_depth", "depth"), ("min_area", "area"))
             if summary.get(k) is not None]
     if kept:
-        raise InputError(f"{path}: its fill left depressions below a minimum "
-                         f"{' and '.join(kept)} unfilled: give the DEM")
+        raise InputError(f"{path}: its fill kept the depressions of at least a minimum "
+                         f"{' and '.join(kept)} unfilled (their pits are sinks): give the DEM")
     return dict(group.attrs)
 
 

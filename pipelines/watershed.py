@@ -118,8 +118,11 @@ def run_streams(flow_path, output, threshold, overwrite=False):
     gt, crs = _geo(group, d.shape)
     warn_degrees(crs, flow_path, "so are the links' lengths")
     links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
-    lines, props = [], []
+    lines, props, single = [], [], 0
     for link in links:
+        if len(link["cells"]) < 2:  # an outlet that is a source or a confluence: a point,
+            single += 1             # which no valid LineString is (OGC: two points or more)
+            continue
         xy = [cell_centre(r, c, gt) for r, c in link["cells"]]
         lines.append(xy)
         props.append({"order": link["order"], "upstream": link["upstream"],
@@ -131,7 +134,8 @@ def run_streams(flow_path, output, threshold, overwrite=False):
             else "longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS")
     orders = [p["order"] for p in props]
     return {"output": str(out), "links": len(lines), "threshold": float(threshold),
-            "max_order": max(orders) if orders else 0, "coordinates": note}
+            "max_order": max(orders) if orders else 0, "coordinates": note,
+            "one_cell_links": single}
 
 
 def watershed_command(args):
@@ -158,4 +162,7 @@ def streams_command(args):
         print(f"streams   {s['output']}: {s['links']} links, Strahler order up to "
               f"{s['max_order']} (accumulation >= {s['threshold']:g}); coordinates: "
               f"{s['coordinates']}")
+        if s["one_cell_links"]:
+            print(f"          {s['one_cell_links']} link(s) of one cell (an outlet that is a "
+                  "source or a confluence) not written: a line needs two points")
     return 0

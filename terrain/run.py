@@ -454,9 +454,13 @@ def build_parser():
                        "(.npy, with --graph and --source): d(source) = 0, d(v) <= d(u) + 1 for "
                        "every arc, a tight arc into every reached vertex. Cost-distance store: "
                        "the same SSSP certificate on the grid, window by window, with the cost "
-                       "model recorded in the store, plus tight backlinks and allocation.")
+                       "model recorded in the store, plus tight backlinks and allocation. Fill "
+                       "store: every cell drains to an outlet on the filled DEM and none is "
+                       "raised above its spill level. Flow store: no step climbs on the filled "
+                       "DEM, every path ends at an outlet, accumulation = 1 + inflow.")
     p.add_argument("result", metavar="STORE|RESULT",
-                   help="an mst or cost-distance output store, or a bfs --out .npy file")
+                   help="an mst, cost-distance, fill or flow output store, or a bfs --out .npy "
+                        "file")
     p.add_argument("--graph", default=None, metavar="GRAPH", help="the graph a distances file came from")
     p.add_argument("--source", default=None, metavar="S[,S...]", help="the BFS source id(s)")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of --graph")

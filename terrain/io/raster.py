@@ -75,15 +75,29 @@ class RasterGrid(Grid):
         window = Window(0, a, out.shape[1], b - a)
         if np.dtype(src.dtypes[self.band - 1]) == out.dtype:
             src.read(self.band, window=window, out=out)
-        else:
-            out[...] = src.read(self.band, window=window)
+            given = out
+        else:  # nodata found in the file's own type (float64's -1.8e308 is none of float32's)
+            given = src.read(self.band, window=window)
         if self.file_mask:
             mask = src.read_masks(self.band, window=window) == 0
         elif self.nodata is not None:
-            mask = out == np.float32(self.nodata)
+            mask = given == given.dtype.type(self.nodata)
         else:
-            return
-        if mask.any():
+            mask = None
+        if given is not out:
+            if given.dtype.kind == "f" and given.dtype.itemsize > 4:
+                with np.errstate(invalid="ignore"):
+                    big = np.abs(given) > np.finfo(np.float32).max
+                if mask is not None:
+                    big &= ~mask
+                if big.any():
+                    r, c = (int(v) for v in np.argwhere(big)[0])
+                    raise InputError(f"{self.path}: value {float(given[r, c])!r} at cell (row, "
+                                     f"col) = ({a + r}, {c}) is beyond float32's range "
+                                     "(3.4028235e38)")
+            with np.errstate(over="ignore"):  # nodata only, set to NaN below
+                out[...] = given
+        if mask is not None and mask.any():
             out[mask] = np.nan
 
 

@@ -118,6 +118,24 @@ def test_streams_geojson_is_lon_lat_and_geopackage_keeps_the_crs(utm_flow, tmp_p
     assert abs(back[0] - GT[0]) < 50 * 30 and abs(back[1] - GT[3]) < 60 * 30
 
 
+def test_links_of_one_cell_are_counted_not_written_as_lines(utm_flow, tmp_path, capsys):
+    """An outlet that is a source or a confluence is a link of one cell: a point, which no
+    valid LineString is (two points or more). Every line written has two distinct points;
+    those links are counted in the summary instead."""
+    import zarr
+    g = zarr.open_group(str(utm_flow), mode="r")
+    links = stream_links(g["direction"][:], g["accumulation"][:], 1)
+    single = sum(len(link["cells"]) == 1 for link in links)
+    assert single > 0  # every cell a stream: sources on the edge are outlets
+    rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", "1", "-o",
+                            tmp_path / "s.geojson", "--json", scheduler=None)
+    assert rc == 0, err
+    summary = json.loads(out)
+    feats = json.loads((tmp_path / "s.geojson").read_text())["features"]
+    assert summary["one_cell_links"] == single and len(feats) == len(links) - single
+    assert all(len({tuple(p) for p in f["geometry"]["coordinates"]}) >= 2 for f in feats)
+
+
 def test_watershed_command(utm_flow, tmp_path, capsys):
     import rasterio
     import zarr

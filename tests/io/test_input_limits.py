@@ -73,3 +73,30 @@ def test_synth_refuses_rows_that_cannot_fit_in_memory(tmp_path, monkeypatch):
     z, _ = read_grid(tmp_path / "n.asc")
     assert np.array_equal(z, synth.synth_rows(50, 300, 0, 50, seed=3, nodata=0.1),
                           equal_nan=True)
+
+
+def test_a_float64_geotiff_keeps_its_nodata_and_refuses_values_beyond_float32(tmp_path):
+    """GDAL's usual float64 nodata (-1.8e308) is found in the file's own type, not after a
+    cast to float32 (which warned of an overflow); a value beyond float32's range that is
+    no nodata is refused naming its cell, as the ASCII reader names its line."""
+    import warnings
+    rasterio = pytest.importorskip("rasterio")
+    z = np.arange(48.0).reshape(6, 8)
+    z[1:3, 2:4] = np.finfo(np.float64).min
+    path = tmp_path / "d.tif"
+    profile = dict(driver="GTiff", width=8, height=6, count=1, dtype="float64",
+                   nodata=float(np.finfo(np.float64).min))
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(z, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, _ = read_grid(path)
+    want = z.astype(np.float32)
+    want[1:3, 2:4] = np.nan
+    np.testing.assert_array_equal(got, want)
+    z[4, 5] = 1e300
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(z, 1)
+    with pytest.raises(InputError, match=r"d\.tif: value 1e\+300 at cell \(row, col\) = "
+                                         r"\(4, 5\) is beyond float32's range"):
+        read_grid(path)

@@ -116,6 +116,13 @@ def test_geotiffs_hierarchy_and_info(tmp_path, capsys):
     np.testing.assert_array_equal(h["spill_elevation"][:], r.hierarchy["spill_elevation"])
     rc, so, _ = run_main(capsys, "info", tmp_path / "f.zarr", scheduler=None)
     assert rc == 0 and "result    fill:" in so and "layer     depression: int32" in so
+    # xarray reads the lake ids as they are (int32, 0 outside a lake), not as float64 with
+    # NaN there; the elevations' nodata is NaN
+    xr = pytest.importorskip("xarray")
+    ds = xr.open_zarr(tmp_path / "f.zarr")
+    assert ds.depression.dtype == np.int32 and ds.filled.dtype == np.float32
+    np.testing.assert_array_equal(ds.depression.values, r.depression)
+    np.testing.assert_array_equal(ds.filled.values, r.filled)
 
 
 def test_route_option(tmp_path, capsys, small_shards):
@@ -182,7 +189,7 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys):
 def test_options_refused_out_of_core(tmp_path):
     asc, z = _asc(tmp_path, _dem(8, (10, 10)))
     from terrain.errors import InputError
-    with pytest.raises(InputError, match="do not fit in memory|tiled route was asked.*--epsilon need the in-core route"):
+    with pytest.raises(InputError, match="do not fit in memory|tiled route was asked.*--epsilon needs the in-core route"):
         run_fill(asc, tmp_path / "f.zarr", epsilon=True, in_core=False)
 
 

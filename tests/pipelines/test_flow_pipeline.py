@@ -175,7 +175,7 @@ def test_a_fill_store_is_flowed_without_filling_again(tmp_path, monkeypatch, cap
                           scheduler="threads")
     assert rc == 0, err
     rc, _, err = run_main(capsys, "flow", kept, "-o", tmp_path / "no.zarr", scheduler="threads")
-    assert rc == 2 and "below a minimum depth unfilled" in err, err
+    assert rc == 2 and "kept the depressions of at least a minimum depth unfilled" in err, err
 
 
 def _one(shape, r, c):
