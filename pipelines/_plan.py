@@ -62,7 +62,7 @@ def open_header(inp, tile=512, stores=True):
     ``tiles_per_shard``, ``cellsize``, ``geotransform``, ``crs`` and ``from_store`` (a tile
     store keeps its own tile and shards; ``stores`` False: always read as a raster)."""
     from terrain.tiles import is_store, open_store
-    from terrain.tiles.store import check_tile_size, tiles_per_shard
+    from terrain.tiles.store import check_tile_count, check_tile_size, tiles_per_shard
     if stores and is_store(inp):
         store = open_store(inp)
         return {"shape": tuple(int(s) for s in store.shape), "tile": int(store.tile),
@@ -73,6 +73,7 @@ def open_header(inp, tile=512, stores=True):
     tile = check_tile_size(tile)
     grid = open_grid(inp)
     shape = tuple(int(s) for s in grid.shape)
+    check_tile_count(tile, shape, inp)  # what the run would refuse, a dry run refuses
     return {"shape": shape, "tile": int(tile), "tiles_per_shard": tiles_per_shard(tile, shape),
             "cellsize": grid.cellsize, "geotransform": list(grid.geotransform), "crs": grid.crs,
             "from_store": False}

@@ -444,7 +444,8 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         from .ingest import build_ingest_graph
         # the DEM's bands keep their results in the partial (a friction raster's scratch
         # store is ingested again by a resumed run)
-        upstream = [build_ingest_graph(src, dst, tile, partial=tmp if dst == tmp else None)
+        upstream = [build_ingest_graph(src, dst, tile, partial=tmp if dst == tmp else None,
+                                       finite=False)  # a friction's +inf is a wall
                     for src, dst in ingests]
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import run_blocked

@@ -234,7 +234,9 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     summary; in process, its ``wall_seconds`` give each step."""
     if not runs_in_process(scheduler):
         from . import cluster
-        upstream = [build_ingest_graph(src, dst, spec["tile"]) for src, dst in ingests]
+        # infinite values kept: a friction's +inf (or the DEM's, as its own friction) is a wall
+        upstream = [build_ingest_graph(src, dst, spec["tile"], finite=False)
+                    for src, dst in ingests]
         graph = build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
                                    backend, upstream, geo, friction_store)
         with cluster.open_scheduler(scheduler):
@@ -244,7 +246,7 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     t0 = time.perf_counter()
     # read into the in-core SSSP's padded grid: the solve takes it without a copy
     ingested = {str(dst): write_elevation(grid, dst, spec["tile"], out=padded_grid(grid.shape))
-                for src, dst in ingests for grid in [open_grid(src)]}
+                for src, dst in ingests for grid in [open_grid(src, finite=False)]}
     if ingests:
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _arguments(out_path, spec, windows, backend,

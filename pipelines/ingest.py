@@ -143,7 +143,7 @@ CHECKPOINTED = ("ingest-create", "ingest-band")
 
 
 def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None, *,
-                       band=None, nodata=None, crs=None, partial=None):
+                       band=None, nodata=None, crs=None, partial=None, finite=True):
     """Dask graph that ingests ``input_path`` into a new tile store at ``store_path``.
 
     A store at a URL (a :class:`terrain.io.remote.Location`: workers that may share nothing
@@ -166,6 +166,8 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     partial : path or terrain.io.remote.Location, optional
         The partial output of a resumable run: the store's creation and every band keep
         their results among its checkpoints (:data:`CHECKPOINTED`, ``--resume``).
+    finite : bool
+        False: infinite values are kept (a friction's impassable cells), else refused.
 
     Returns
     -------
@@ -187,7 +189,7 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     import dask
 
     tile = check_tile_size(tile)
-    grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)
+    grid = open_grid(input_path, band=band, nodata=nodata, crs=crs, finite=finite)
     token = dask.base.tokenize(input_identity(input_path), str(store_path), tile)
     shard_side = dask.delayed(create_elevation, pure=False)(
         store_path, grid, tile, compressors, dask_key_name=f"ingest-create-{token}")

@@ -33,8 +33,8 @@ from terrain.io.remote import check_local_outputs, command_paths, is_remote, out
 from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
-from terrain.tiles.store import (check_tile_size, create_layer, read_block, shard_windows,
-                                 tiles_per_shard, write_block)
+from terrain.tiles.store import (check_tile_count, check_tile_size, create_layer, read_block,
+                                 shard_windows, tiles_per_shard, write_block)
 
 from . import _plan as _plans
 from .cluster import cluster_active
@@ -447,7 +447,7 @@ def _open_input(inp, tile):
                "source": str(inp.resolve())}
         return inp, geo, store.shape, store.tile, store.cellsize, store.tiles_per_shard
     grid = open_grid(inp)
-    check_tile_size(tile)
+    check_tile_count(check_tile_size(tile), grid.shape, inp)
     return (grid, {"crs": grid.crs}, grid.shape, tile, grid.cellsize,
             tiles_per_shard(tile, grid.shape))
 

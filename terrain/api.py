@@ -121,11 +121,10 @@ def _real(values, where):
         raise InputError(f"{where}: a raster must hold real numbers, got dtype {dtype}")
 
 
-def _finite(values, given, where, name):
+def _finite(values, given, where):
     """:class:`InputError` at the first infinite elevation of ``values`` (``given``: the
-    input, whose value there says whether the cast to float32 made it so); only for the
-    DEM: an infinite friction is an impassable cell, by design."""
-    if name != "dem" or values.dtype.kind != "f":
+    input, whose value there says whether the cast to float32 made it so)."""
+    if values.dtype.kind != "f":
         return
     bad = np.isinf(values)
     if not bad.any():
@@ -137,10 +136,13 @@ def _finite(values, given, where, name):
     raise InputError(f"{where}: elevation {was!r} at cell (row, col) = ({r}, {c}): {why}")
 
 
-def as_dem(dem, dtype=np.float32, name="dem"):
+def as_dem(dem, dtype=np.float32, name="dem", finite=None):
     """Any DEM input (see the module docstring) -> ``(float array or None, Georef)``:
     ``dtype`` float32 (elevations) or float64 (weights, kept as given); ``name``, the
-    parameter it was given as, names an array in errors (a file or store names itself).
+    parameter it was given as, names an array in errors (a file or store names itself);
+    ``finite`` (default: for the ``dem``) refuses an infinite value, which other rasters
+    may hold (a friction's +inf: an impassable cell; the cost distance's DEM, which may be
+    its own friction).
 
     The array is None for a tile store (read it through ``georef.store``).
 
@@ -150,6 +152,7 @@ def as_dem(dem, dtype=np.float32, name="dem"):
     >>> z.dtype, g.cellsize
     (dtype('float32'), (1.0, 1.0))
     """
+    finite = name == "dem" if finite is None else finite
     if isinstance(dem, (str, Path)):
         from .tiles import is_store, open_store
         if is_store(dem):
@@ -157,7 +160,7 @@ def as_dem(dem, dtype=np.float32, name="dem"):
             return None, Georef(tuple(store.cellsize), store.attrs.get("crs"),
                                 tuple(store.geotransform), None, store, str(dem))
         from .io import read_grid
-        z, grid = read_grid(dem)
+        z, grid = read_grid(dem, finite=finite)
         return z, Georef(tuple(grid.cellsize), grid.crs, tuple(grid.geotransform), None, None,
                          str(dem))
     if _is_dataarray(dem):
@@ -179,7 +182,8 @@ def as_dem(dem, dtype=np.float32, name="dem"):
             pass
         if nodata is not None and not np.isnan(nodata):
             values = np.where(values == values.dtype.type(nodata), np.nan, values)
-        _finite(values, da, where, name)
+        if finite:
+            _finite(values, da, where)
         geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, where)
         gt = _geotransform(geo, values.shape)
         if gt is not None:  # y ascending: the rows run north
@@ -200,13 +204,14 @@ def as_dem(dem, dtype=np.float32, name="dem"):
         z = np.asarray(dem, dtype=dtype)
     if z.ndim != 2:
         raise InputError(f"{name}: a raster must be 2-D, got shape {z.shape}")
-    _finite(z, dem, name, name)
+    if finite:
+        _finite(z, dem, name)
     return z, Georef(where=name)
 
 
-def _in_memory(dem, dtype=np.float32, name="dem"):
+def _in_memory(dem, dtype=np.float32, name="dem", finite=None):
     """:func:`as_dem`, a tile store read whole."""
-    z, geo = as_dem(dem, dtype, name)
+    z, geo = as_dem(dem, dtype, name, finite)
     if z is None:
         z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
                        dtype)
@@ -460,7 +465,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     if cost is None:
         cost = "friction" if friction is not None else "absdiff"
     cost_model_code(cost)
-    z, geo = _in_memory(dem)
+    z, geo = _in_memory(dem, finite=False)  # as the command line's: a DEM may be a friction
     check_weight_units(cost, geo.crs, geo.where, kind="cost")
     cs = _cellsize(cellsize, geo)
     f = None

@@ -109,7 +109,7 @@ class AsciiGrid(Grid):
         if n_lines < nrows:
             line = self.data_line + max(n_lines - 1, 0)
             raise InputError(f"{self.path}:{line}: file ends after {n_lines} of "
-                             f"{self._rows_key}={nrows} rows")
+                             f"{self._rows_key}={nrows} rows{self._layout_hint()}")
         if n_lines > nrows:
             self._check_only_space_after(int(bounds[nrows]), self.data_line + nrows)
         return np.ascontiguousarray(bounds[: nrows + 1], dtype=np.int64)
@@ -126,8 +126,25 @@ class AsciiGrid(Grid):
                     skipped = block[: len(block) - len(stripped)]
                     line += skipped.count(b"\n")
                     raise InputError(f"{self.path}:{line}: more data rows than "
-                                     f"{self._rows_key}={self.shape[0]}")
+                                     f"{self._rows_key}={self.shape[0]}"
+                                     f"{self._layout_hint()}")
                 line += block.count(b"\n")
+
+    def _layout_hint(self):
+        """After a row-count or value-count error: when the data section holds exactly
+        ``nrows x ncols`` values (counted here, on the error's path, for files of up to
+        :data:`HINT_BYTES`), a note that they are not one row a line, which GDAL reads and
+        terrain does not (its parser splits the rows by their line ends, in parallel)."""
+        if self.size > HINT_BYTES:
+            return ""
+        with open(self.path, "rb") as f:
+            f.seek(self.data_offset)
+            values = len(f.read().split())
+        if values != self.shape[0] * self.shape[1]:
+            return ""
+        return (f" (its {values} values are all there, but not one row of "
+                f"{self._cols_key}={self.shape[1]} values a line with no blank line between: "
+                "GDAL reads such a file; convert it with gdal_translate)")
 
     @property
     def _rows_key(self):
@@ -229,7 +246,7 @@ class AsciiGrid(Grid):
                 if pos >= self.size and not carry:
                     line = self.data_line + max(row - 1, 0)
                     raise InputError(f"{self.path}:{line}: file ends after {row} of "
-                                     f"{self._rows_key}={rows} rows")
+                                     f"{self._rows_key}={rows} rows{self._layout_hint()}")
                 buf = free.get()
                 want = min(max(BLOCK_BYTES, 2 * len(carry)), len(carry) + self.size - pos)
                 if buf.size < want:
@@ -254,7 +271,7 @@ class AsciiGrid(Grid):
                 carry = bytes(data[ends[-1]:])
             if carry.strip():
                 raise InputError(f"{self.path}:{self.data_line + rows}: more data rows than "
-                                 f"{self._rows_key}={rows}")
+                                 f"{self._rows_key}={rows}{self._layout_hint()}")
             if pos < self.size:
                 self._check_only_space_after(pos, self.data_line + rows + carry.count(b"\n"))
             return out, [f.result() for f in futures]
@@ -287,7 +304,7 @@ class AsciiGrid(Grid):
             raise InputError(f"{self.path}:{line}: non-numeric token {text!r} "
                              f"(row {row + 1}, column {count + 1})")
         raise InputError(f"{self.path}:{line}: row {row + 1} has {count} values, expected "
-                         f"{self._cols_key}={self.shape[1]}")
+                         f"{self._cols_key}={self.shape[1]}{self._layout_hint()}")
 
 
 def float32_value(token, where, detail=""):
@@ -311,6 +328,10 @@ def float32_value(token, where, detail=""):
         raise InputError(f"{where}: value {text[:40]} {detail} is beyond the float32 range "
                          f"(±{FLOAT32_MAX:.8g})".replace("  ", " "))
     return f
+
+
+#: the largest file whose values a layout error counts (:meth:`AsciiGrid._layout_hint`)
+HINT_BYTES = 256 << 20
 
 
 def looks_like_ascii_grid(path):
@@ -356,6 +377,12 @@ def open_ascii_grid(path):
         head = f.read(_HEADER_PROBE)
     if not head.strip():
         raise InputError(f"{path}: empty file")
+    if b"\x00" in head[:512]:  # a binary file named as a text grid: the reader says why
+        raise InputError(f"{path}: not an ESRI or GRASS ASCII grid (binary data)")
+    first_line = head.split(b"\n", 1)[0]
+    if b"\r" in first_line.rstrip(b"\r"):
+        raise InputError(f"{path}: its lines end with a carriage return alone (classic Mac "
+                         "OS): make them line feeds first (tr '\\r' '\\n')")
     entries, data_offset, data_line = _split_header(path, head, size)
     if not entries:
         raise InputError(f"{path}:1: no header (expected ESRI 'ncols ...' or GRASS 'north: ...')")
@@ -428,7 +455,7 @@ def _split_header(path, head, size):
     """Header lines as ``(lineno, raw_key, rest)``, plus the data's byte offset and line;
     the header ends at the first line that starts (after blanks) like a number or ``*``."""
     entries = []
-    pos = 0
+    pos = 3 if head.startswith(b"\xef\xbb\xbf") else 0  # a UTF-8 byte order mark
     lineno = 1
     while True:
         first = pos
@@ -451,6 +478,12 @@ def _split_header(path, head, size):
         lineno += 1
 
 
+def _shown(text, limit=40):
+    """``text`` quoted for a message, cut to ``limit`` characters (a header line may be a
+    whole file's)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def _collect_keys(path, entries, grass):
     """lower-case key -> (value text, line), checking unknown and repeated keys."""
     allowed = GRASS_KEYS if grass else ESRI_KEYS
@@ -461,17 +494,18 @@ def _collect_keys(path, entries, grass):
             key, value = key.strip().lower(), value.strip()
             if not sep:
                 raise InputError(f"{path}:{lineno}: expected 'key: value' in a GRASS header, "
-                                 f"got {raw!r}")
+                                 f"got {_shown(raw)}")
         else:
             key, value = raw.lower(), rest.strip()
         if key not in allowed:
             kind = "GRASS" if grass else "ESRI"
-            raise InputError(f"{path}:{lineno}: unknown {kind} header key {key!r}")
+            raise InputError(f"{path}:{lineno}: unknown {kind} header key {_shown(key)}")
         if key in keys:
             raise InputError(f"{path}:{lineno}: repeated header key {key!r} "
                              f"(first on line {keys[key][1]})")
         if not value or len(value.split()) != 1:
-            raise InputError(f"{path}:{lineno}: header key {key!r} needs one value, got {value!r}")
+            raise InputError(f"{path}:{lineno}: header key {key!r} needs one value, got "
+                             f"{_shown(value)}")
         keys[key] = (value, lineno)
     return keys
 

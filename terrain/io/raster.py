@@ -35,10 +35,15 @@ class Grid:
 @dataclass(frozen=True)
 class RasterGrid(Grid):
     """A raster's :class:`Grid`; :meth:`read_rows` reads band ``band`` (from 1), nodata
-    being the file's mask (``file_mask``) or else only cells equal to ``nodata`` and NaN."""
+    being the file's mask (``file_mask``) or else only cells equal to ``nodata`` and NaN; a
+    value beyond float32's range is refused, and an infinite one unless ``finite`` is
+    False."""
 
     band: int = 1
     file_mask: bool = True
+    #: an infinite value refused (elevations); False where it means something (a friction's
+    #: +inf: an impassable cell)
+    finite: bool = True
 
     def read_rows(self, r0, r1, starts=None, out=None):
         """Rows ``r0:r1`` of :attr:`band` as float32, nodata cells NaN (``starts`` is ignored),
@@ -80,25 +85,49 @@ class RasterGrid(Grid):
             given = src.read(self.band, window=window)
         if self.file_mask:
             mask = src.read_masks(self.band, window=window) == 0
-        elif self.nodata is not None:
-            mask = given == given.dtype.type(self.nodata)
         else:
-            mask = None
+            value = nodata_value(given.dtype, self.nodata)
+            mask = None if value is None else given == value
+        if given.dtype.kind == "f":  # a finite float32 number (NaN: nodata), or with finite
+            with np.errstate(invalid="ignore"):  # False, infinite
+                size = np.abs(given)
+                bad = ~(size <= np.finfo(np.float32).max) & ~np.isnan(given)
+                if not self.finite:
+                    bad &= ~np.isinf(size)
+            if mask is not None:
+                bad &= ~mask
+            if bad.any():
+                r, c = (int(v) for v in np.argwhere(bad)[0])
+                v = float(given[r, c])
+                why = ("beyond float32's range (3.4028235e38)" if np.isfinite(v)
+                       else "elevations are finite numbers")
+                raise InputError(f"{self.path}: value {v!r} at cell (row, col) = ({a + r}, "
+                                 f"{c}): {why}")
         if given is not out:
-            if given.dtype.kind == "f" and given.dtype.itemsize > 4:
-                with np.errstate(invalid="ignore"):
-                    big = np.abs(given) > np.finfo(np.float32).max
-                if mask is not None:
-                    big &= ~mask
-                if big.any():
-                    r, c = (int(v) for v in np.argwhere(big)[0])
-                    raise InputError(f"{self.path}: value {float(given[r, c])!r} at cell (row, "
-                                     f"col) = ({a + r}, {c}) is beyond float32's range "
-                                     "(3.4028235e38)")
             with np.errstate(over="ignore"):  # nodata only, set to NaN below
                 out[...] = given
         if mask is not None and mask.any():
             out[mask] = np.nan
+
+
+def nodata_value(dtype, nodata):
+    """``nodata`` as a value of ``dtype``, or None when no value of that type equals it (a
+    nodata of 1e40 for int16 cells, 0.5 for integers): then no cell is nodata by it.
+
+    >>> nodata_value(np.dtype("int16"), -32768.0), nodata_value(np.dtype("int16"), 1e40)
+    (np.int16(-32768), None)
+    """
+    if nodata is None:
+        return None
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        if np.isfinite(nodata) and abs(nodata) > np.finfo(dtype).max:
+            return None
+        return dtype.type(nodata)
+    if not float(nodata).is_integer():
+        return None
+    info = np.iinfo(dtype)
+    return dtype.type(int(nodata)) if info.min <= nodata <= info.max else None
 
 
 #: bytes of a raster's band a read takes at once (whole blocks, at least one row of them)

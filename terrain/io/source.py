@@ -4,19 +4,20 @@ terrain's own parser (:mod:`terrain.io.ascii_grid`), everything else to rasterio
 
 import dataclasses
 import math
+import warnings
 from pathlib import Path
 
 from ..errors import InputError
 from .ascii_grid import AsciiGrid, check_readable_file, looks_like_ascii_grid, open_ascii_grid
 from .georef import crs_wkt
-from .raster import RasterGrid, open_raster
+from .raster import RasterGrid, nodata_value, open_raster
 
 __all__ = ["open_grid", "read_grid", "read_whole", "ASCII_SUFFIXES"]
 
 ASCII_SUFFIXES = (".asc", ".grd", ".txt", ".arx", ".grass")
 
 
-def open_grid(path, *, band=None, nodata=None, crs=None):
+def open_grid(path, *, band=None, nodata=None, crs=None, finite=True):
     """Open an elevation grid (ESRI/GRASS ASCII or any raster GDAL reads).
 
     Parameters
@@ -28,6 +29,9 @@ def open_grid(path, *, band=None, nodata=None, crs=None):
         Cells equal to this value are nodata, instead of the file's own nodata value.
     crs : str, optional
         Assign this CRS (``EPSG:xxxx``, WKT, …) instead of the file's own.
+    finite : bool
+        An infinite value in a raster is refused (an elevation is finite); False keeps it (a
+        friction's +inf: an impassable cell). ASCII grids refuse every value beyond float32.
 
     Returns
     -------
@@ -46,7 +50,8 @@ def open_grid(path, *, band=None, nodata=None, crs=None):
     """
     path = Path(path)
     check_readable_file(path)
-    if path.suffix.lower() in ASCII_SUFFIXES or looks_like_ascii_grid(path):
+    if (path.suffix.lower() in ASCII_SUFFIXES and not _binary(path)) \
+            or looks_like_ascii_grid(path):
         grid = open_ascii_grid(path)
         if band is not None and int(band) != 1:
             raise InputError(f"{path}: band {band} does not exist (an ASCII grid has 1 band)")
@@ -60,13 +65,30 @@ def open_grid(path, *, band=None, nodata=None, crs=None):
         changes["nodata"] = value
         if isinstance(grid, RasterGrid):
             changes["file_mask"] = False
+            kind = grid.header["dtype"]
+            if nodata_value(kind, value) is None:
+                warnings.warn(f"{path}: nodata {value:g} is no {kind} value: no cell is "
+                              "nodata by it", UserWarning, stacklevel=2)
     if crs is not None:
         changes["crs"] = crs_wkt(crs, what=str(path))
+    if not finite and isinstance(grid, RasterGrid):
+        changes["finite"] = False
     return dataclasses.replace(grid, **changes) if changes else grid
 
 
-def read_grid(path):
-    """Read a whole grid into memory: ``(float32 array with NaN nodata, grid)``.
+def _binary(path):
+    """Whether the file's head holds a NUL byte: a raster (a GeoTIFF named ``.asc``) that
+    GDAL reads by its contents, as it reads every other."""
+    try:
+        with open(path, "rb") as f:
+            return b"\x00" in f.read(512)
+    except OSError:
+        return False  # the ASCII reader says why
+
+
+def read_grid(path, finite=True):
+    """Read a whole grid into memory: ``(float32 array with NaN nodata, grid)``
+    (``finite``: :func:`open_grid`'s).
 
     Examples
     --------
@@ -75,7 +97,7 @@ def read_grid(path):
     >>> z.shape, z.dtype, int(np.isnan(z).sum())
     ((300, 400), dtype('float32'), 5972)
     """
-    grid = open_grid(path)
+    grid = open_grid(path, finite=finite)
     return read_whole(grid), grid
 
 

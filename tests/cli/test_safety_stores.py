@@ -158,6 +158,13 @@ def test_ingest_refuses_tiny_tiles_on_a_big_grid(tmp_path):
     proc = run_terrain("ingest", "g.asc", "-o", "s.zarr", "--tile", "2", *SYNC, cwd=tmp_path)
     assert_one_line_error(proc, "tiles of 2 a side: more than 65,536 tiles")
     assert sorted(os.listdir(tmp_path)) == ["g.asc"]
+    # mst names the grid, and its dry run refuses what the run would (it printed a plan)
+    for dry in ((), ("--dry-run",)):
+        proc = run_terrain("mst", "g.asc", "-o", "m.zarr", "--tile", "2", *dry, *SYNC,
+                           cwd=tmp_path)
+        assert_one_line_error(proc, "terrain: g.asc: 275,000 tiles of 2 a side: more than "
+                                    "65,536 tiles need a tile of at least 256")
+    assert sorted(os.listdir(tmp_path)) == ["g.asc"]
 
 
 def test_stores_stay_readable_by_xarray_and_rioxarray(tmp_path):

@@ -85,11 +85,12 @@ def test_a_float64_geotiff_keeps_its_nodata_and_refuses_values_beyond_float32(tm
     z[1:3, 2:4] = np.finfo(np.float64).min
     path = tmp_path / "d.tif"
     profile = dict(driver="GTiff", width=8, height=6, count=1, dtype="float64",
-                   nodata=float(np.finfo(np.float64).min))
+                   nodata=float(np.finfo(np.float64).min), crs="EPSG:32617",
+                   transform=rasterio.transform.from_origin(500000, 4000000, 10, 10))
     with rasterio.open(path, "w", **profile) as dst:
         dst.write(z, 1)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error", RuntimeWarning)  # NumPy's overflow in a cast
         got, _ = read_grid(path)
     want = z.astype(np.float32)
     want[1:3, 2:4] = np.nan
@@ -98,5 +99,35 @@ def test_a_float64_geotiff_keeps_its_nodata_and_refuses_values_beyond_float32(tm
     with rasterio.open(path, "w", **profile) as dst:
         dst.write(z, 1)
     with pytest.raises(InputError, match=r"d\.tif: value 1e\+300 at cell \(row, col\) = "
-                                         r"\(4, 5\) is beyond float32's range"):
+                                         r"\(4, 5\): beyond float32's range"):
         read_grid(path)
+    # infinite: refused in an elevation raster, kept where it means an impassable cell
+    z[4, 5] = np.inf
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(z, 1)
+    with pytest.raises(InputError, match=r"d\.tif: value inf at cell \(row, col\) = \(4, 5\): "
+                                         r"elevations are finite numbers"):
+        read_grid(path)
+    assert read_grid(path, finite=False)[0][4, 5] == np.inf
+
+
+def test_an_infinite_friction_is_a_wall_and_an_infinite_elevation_refused(tmp_path, capsys):
+    """A friction raster's +inf cells are impassable (the cost distance reads its rasters
+    keeping them, its DEM too, which may be its own friction); mst refuses the same file."""
+    from cli import run_main
+    rasterio = pytest.importorskip("rasterio")
+    f = np.ones((20, 30), np.float32)
+    f[5, :25] = np.inf
+    path = tmp_path / "fr.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
+        d.write(f, 1)
+    for algorithm in ("in-core", "tiled"):
+        rc, _, err = run_main(capsys, "cost-distance", path, "--friction", path, "--source-cell",
+                              "0,0", "-o", tmp_path / f"{algorithm}.zarr", "--algorithm",
+                              algorithm)
+        assert rc == 0, err
+    rc, _, err = run_main(capsys, "mst", path, "-o", tmp_path / "m.zarr")
+    assert rc == 2 and err.strip().endswith("fr.tif: value inf at cell (row, col) = (5, 0): "
+                                            "elevations are finite numbers"), err

@@ -281,3 +281,48 @@ def test_read_all_reads_once_with_the_two_pass_checks(tmp_path, monkeypatch, blo
     else:
         with pytest.raises(InputError, match=message):
             grid.read_all()
+
+
+def test_ascii_layouts_gdal_reads_are_named_and_binary_ones_go_to_gdal(tmp_path):
+    """Values not one row a line (wrapped, on one line, blank lines between): the error says
+    all the values are there and why terrain stops; CR-only line ends are named; a byte
+    order mark is skipped; a GeoTIFF named .asc is read by GDAL, as any raster; binary
+    junk is refused in a short line, none of its bytes echoed."""
+    rasterio = pytest.importorskip("rasterio")
+    from terrain.errors import InputError
+    from terrain.io import write_synth
+    base = tmp_path / "g.asc"
+    write_synth(base, 13, 17, seed=2)
+    text = base.read_text()
+    head, body = text.split("\n", 6)[:6], text.split("\n", 6)[6]
+    values = body.split()
+    want, _ = read_grid(base)
+    layouts = {"wrap": "\n".join(" ".join(values[i:i + 10]) for i in range(0, len(values), 10)),
+               "oneline": " ".join(values),
+               "blank": "\n\n".join(line for line in body.splitlines() if line)}
+    for name, data in layouts.items():
+        path = tmp_path / f"{name}.asc"
+        path.write_text("\n".join(head) + "\n" + data + "\n")
+        with pytest.raises(InputError, match=r"\(its 221 values are all there, but not one row "
+                                             r"of ncols=17 values a line"):
+            read_grid(path)
+    cr = tmp_path / "cr.asc"
+    cr.write_bytes(text.replace("\n", "\r").encode())
+    with pytest.raises(InputError, match=r"^\S*cr\.asc: its lines end with a carriage return "
+                                         r"alone") as e:
+        read_grid(cr)
+    assert len(str(e.value)) < 200
+    bom = tmp_path / "bom.asc"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    np.testing.assert_array_equal(read_grid(bom)[0], want)
+    tif = tmp_path / "t.asc"
+    with rasterio.open(tmp_path / "t.tif", "w", driver="GTiff", height=13, width=17, count=1,
+                       dtype="float32", nodata=np.nan) as dst:
+        dst.write(want, 1)
+    tif.write_bytes((tmp_path / "t.tif").read_bytes())
+    np.testing.assert_array_equal(read_grid(tif)[0], want)
+    junk = tmp_path / "junk.asc"
+    junk.write_bytes(b"\x00\x01\x02" * 100)
+    with pytest.raises(InputError) as e:
+        read_grid(junk)
+    assert "\\x" not in str(e.value) and len(str(e.value)) < 120
