@@ -20,8 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from terrain.io.outputs import atomic_output, hold_lock
-from terrain.io.outputs import input_identity, real_path
+from terrain.io.outputs import OutputExists, atomic_output, hold_lock, input_identity, real_path
 from terrain.errors import InputError
 from terrain.tiles.store import check_tile_size
 
@@ -358,6 +357,20 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
             raise
 
 
+def _why_again(before, ident, params):
+    """Why a file an earlier batch did runs again (its output then exists): its input
+    changed, or the parameters that differ, as ``"; ..."``; empty without such a batch."""
+    if before.get("status") not in ("done", "skipped"):
+        return ""
+    if before.get("identity") != ident:
+        return "; its input changed since the earlier batch made it"
+    old = before.get("params") or {}
+    differ = [f"{k} {old.get(k)!r} then, {params.get(k)!r} now"
+              for k in sorted(set(old) | set(params)) if old.get(k) != params.get(k)]
+    return f"; the earlier batch made it with other options ({', '.join(differ)})" \
+        if differ else ""
+
+
 def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t_batch):
     """:func:`run_batch`'s loop over the files, with the folder locked."""
     previous = _previous(outdir)
@@ -398,6 +411,10 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                                                 for name in ("friction", "sources", "stops"))])
                 summary = runner(remote_input(inp), out, args, inner)
                 row.update(status="done", error="", summary=summary)
+            except OutputExists as e:  # not skipped: say what differs from the earlier run
+                row.update(status="failed",
+                           error=f"{e}{_why_again(before, ident, params)} (use --overwrite to "
+                                 "replace it)")
             except InputError as e:
                 row.update(status="failed", error=str(e))
             except Exception as e:  # a bug in one file's run must not stop the others

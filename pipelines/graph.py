@@ -358,18 +358,18 @@ def is_graph_input(path):
     if path.exists() and not path.is_file():
         return False  # a FIFO or a device: not read here (it could block)
     name = path.name.lower()
-    if name.endswith(".gz"):
-        return True
-    suffix = Path(name).suffix
+    compressed = name.endswith(".gz")
+    suffix = Path(name[:-3] if compressed else name).suffix
     if suffix in _GRAPH_SUFFIXES:
         return True
     if suffix in _GRID_SUFFIXES:
         return False
     try:
-        with open(path, "rb") as f:
+        import gzip
+        with (gzip.open if compressed else open)(path, "rb") as f:
             head = f.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return False  # the grid path reports the missing file
+    except (OSError, EOFError):
+        return compressed  # the graph reader names a bad gzip file; the grid path a missing one
     named = False  # a row of column names (SNAP's "source,target,weight") seen first
     for line in head.splitlines():
         text = line.strip().lower()

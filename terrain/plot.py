@@ -158,7 +158,8 @@ class _Map:
         (x0, y0), (x1, y1) = self.xy(c0, r0), self.xy(c1, r1)
         self.extent = (x0, x1, y0, y1)
         self.fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
-        self.ax = self.fig.add_axes((0.08, 0.08, 0.74, 0.84))
+        # room on the left for map y labels (7 digits of UTM northing at font 7)
+        self.ax = self.fig.add_axes((0.12, 0.08, 0.70, 0.84))
 
     def xy(self, col, row):
         """Cell coordinates ``(col, row)`` in map coordinates."""
@@ -211,6 +212,7 @@ class _Map:
         self.ax.set_title(title, fontsize=9)
         self.ax.tick_params(labelsize=7)
         self.ax.ticklabel_format(useOffset=False, style="plain")
+        self.ax.locator_params(nbins=6)  # map coordinates of 7 digits overlap beyond
         _savefig(self.fig, path, dpi, format)
         self.plt.close(self.fig)
 
@@ -257,7 +259,7 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
     rgba[np.isnan(z)] = (1.0, 1.0, 1.0, 0.0)
     m.show(rgba)
     m.frame()
-    pixels_per_cell = min(width * 0.74 / (c1 - c0), height * 0.84 / (r1 - r0))
+    pixels_per_cell = min(width * 0.70 / (c1 - c0), height * 0.84 / (r1 - r0))
     edges = None
     note = ""
     if mask is not None:

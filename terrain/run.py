@@ -564,6 +564,17 @@ def _add_hydrology(sub):
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def _check_no_cog(args):
+    """``--no-cog`` shapes the GeoTIFFs ``--geotiff`` (``--geotiff-dir``) asks for: without
+    them it would change nothing, and is refused as every such option is."""
+    if not getattr(args, "no_cog", False):
+        return
+    flag = "--geotiff-dir" if hasattr(args, "geotiff_dir") else "--geotiff"
+    if not getattr(args, flag[2:].replace("-", "_"), None):
+        raise InputError(f"{args.input}: --no-cog applies to the GeoTIFFs of {flag}, which is "
+                         "not given")
+
+
 def _handler(args):
     """The handler of the parsed command in :mod:`pipelines` (``cost-distance``:
     ``cost_distance_command``; ``mst`` of a graph file: ``mst_graph_command``); a command
@@ -645,6 +656,7 @@ def main(argv=None):
             # pipelines.cluster.SHARE_NOTHING_COMMANDS open the stores there themselves)
             if args.command == "batch":
                 _check_batch_scopes(args)
+            _check_no_cog(args)
             from .io.remote import stage
             with stage(args, args.storage_options, _shares_nothing(args)) \
                     if hasattr(args, "storage_options") else contextlib.nullcontext():

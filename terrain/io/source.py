@@ -50,6 +50,9 @@ def open_grid(path, *, band=None, nodata=None, crs=None, finite=True):
     """
     path = Path(path)
     check_readable_file(path)
+    if path.suffix.lower() == ".gz":
+        raise InputError(f"{path}: a gzip-compressed grid: decompress it first (gunzip -k "
+                         f"{path.name})")
     if (path.suffix.lower() in ASCII_SUFFIXES and not _binary(path)) \
             or looks_like_ascii_grid(path):
         grid = open_ascii_grid(path)

@@ -311,8 +311,10 @@ def result_dem(path, group, source, required=True):
                                use_consolidated=False)["elevation"]
     if not required:
         return None
+    gone = isinstance(source, str) and not is_url(source) and not Path(source).exists()
     raise InputError(f"{path}: the DEM is not in this store and its source {source!r} is "
-                     "not a tile store")
+                     + ("gone (moved or removed): the result needs the DEM it was computed "
+                        "from" if gone else "not a tile store"))
 
 
 class TileStore:

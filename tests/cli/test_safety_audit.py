@@ -84,6 +84,12 @@ REFUSED = {
                             "c.zarr: output is the input c.zarr"),
     "path_inside_its_store": (["path", "--to", "1.5,1.5", "-o", "c.zarr/p.geojson", "c.zarr"],
                               "c.zarr/p.geojson: output lies inside the input c.zarr"),
+    "mst_no_cog_without_geotiff": (["mst", "good.asc", "-o", "m2.zarr", "--no-cog", *SYNC],
+                                   "good.asc: --no-cog applies to the GeoTIFFs of --geotiff, "
+                                   "which is not given"),
+    "fill_no_cog_without_geotiff_dir": (["fill", "good.asc", "-o", "f.zarr", "--no-cog"],
+                                        "good.asc: --no-cog applies to the GeoTIFFs of "
+                                        "--geotiff-dir, which is not given"),
     "path_of_no_store": (["path", "--to-cell", "1,1", "-o", "p.geojson", "none.zarr"],
                          "none.zarr: no such file"),
     "path_of_a_dem": (["path", "--to-cell", "1,1", "-o", "p.geojson", "good.asc"],

@@ -216,3 +216,19 @@ def test_a_dem_store_rewritten_during_the_run_is_refused(tmp_path, monkeypatch, 
                                f"another command): {out} not written; run it again\n"), err
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == [
         "a.asc", "b.asc", "dem.zarr"]
+
+
+def test_a_result_whose_dem_store_moved_says_so(tmp_path):
+    """A result of a DEM store holds no elevation of its own: when that store moves, verify
+    and plot say it is gone (they said it was "not a tile store")."""
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 30, 40, seed=1)
+    for argv in (("ingest", "g.asc", "-o", "d.zarr"), ("mst", "d.zarr", "-o", "m.zarr")):
+        proc = run_terrain(*argv, *SYNC, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    (tmp_path / "d.zarr").rename(tmp_path / "moved.zarr")
+    for argv in (("verify", "m.zarr"), ("plot", "m.zarr", "-o", "p.png")):
+        proc = run_terrain(*argv, cwd=tmp_path)
+        assert_one_line_error(proc, f"terrain: m.zarr: the DEM is not in this store and its "
+                                    f"source '{tmp_path / 'd.zarr'}' is gone (moved or "
+                                    "removed)")

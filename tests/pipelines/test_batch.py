@@ -74,6 +74,14 @@ def test_batch_mst_mixed_formats_one_bad_file(tmp_path, rasters):
     rows = _manifest(tmp_path / "out")
     assert {k: r["status"] for k, r in rows.items()} == {
         "a.asc": "skipped", "b.tif": "skipped", "broken.asc": "done", "c.grass": "skipped"}
+    # an input changed since: run again, its output exists, and the refusal says why
+    import os
+    os.utime(rasters / "a.asc", ns=(1, 10**18))
+    proc = run_terrain("batch", "mst", "rasters/*", "-o", "out", "--tile", "64", "--backend",
+                       "cpu", "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 1 and _manifest(tmp_path / "out")["a.asc"]["error"] == (
+        "out/a.mst.zarr: output exists; its input changed since the earlier batch made it "
+        "(use --overwrite to replace it)")
 
 
 def test_batch_ingest_from_a_directory_and_a_manifest_file(tmp_path, rasters):
@@ -159,7 +167,10 @@ def test_batch_cost_distance_mixed_formats_one_bad_file(tmp_path, rasters):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     rows = _manifest(tmp_path / "out")
     assert {r["status"] for r in rows.values()} == {"failed"}
-    assert "exists" in rows["a.asc"]["error"]
+    # the refusal says what differs from the earlier batch, and how to replace the output
+    assert rows["a.asc"]["error"].startswith(
+        "out/a.cost.zarr: output exists; the earlier batch made it with other options (")
+    assert rows["a.asc"]["error"].endswith("(use --overwrite to replace it)")
     np.testing.assert_array_equal(_layers(tmp_path / "out" / "a.cost.zarr")["distance"],
                                   single["distance"])  # nothing overwritten
 

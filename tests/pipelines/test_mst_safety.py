@@ -54,6 +54,23 @@ def test_edge_lists_the_loader_reads_are_graphs_to_mst(work, capsys, name, text)
     assert (work / "f.csv").read_text().splitlines() == ["u,v,weight", "1,2,3", "2,3,4"]
 
 
+def test_a_gzip_grid_is_a_grid_and_a_gzip_edge_list_a_graph(work, capsys):
+    """A gzip-compressed ESRI grid went to the graph reader (`cannot parse 'ncols 17':
+    expected integer vertex ids`): its head, decompressed, says it is a grid, which is
+    refused in one line naming what to do; a gzip edge list stays a graph."""
+    import gzip
+    (work / "dem.asc.gz").write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    for command in ("mst", "ingest"):
+        proc = run_terrain(command, "dem.asc.gz", "-o", "x.zarr", cwd=work)
+        assert_one_line_error(proc, "terrain: dem.asc.gz: a gzip-compressed grid: decompress "
+                                    "it first (gunzip -k dem.asc.gz)")
+    (work / "g.txt.gz").write_bytes(gzip.compress(b"1 2 3\n2 3 4\n"))
+    rc, out, err = run_main(capsys, "mst", work / "g.txt.gz", "-o", work / "f.csv",
+                            scheduler=None)
+    assert rc == 0, err
+    assert (work / "f.csv").read_text().splitlines() == ["u,v,weight", "1,2,3", "2,3,4"]
+
+
 def test_a_directory_input_says_what_it_is(work):
     # "output lies inside the input" was said of `mst . -o x.zarr`
     proc = run_terrain("mst", ".", "-o", "x.zarr", cwd=work)
