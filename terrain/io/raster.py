@@ -88,21 +88,23 @@ class RasterGrid(Grid):
         else:
             value = nodata_value(given.dtype, self.nodata)
             mask = None if value is None else given == value
-        if given.dtype.kind == "f":  # a finite float32 number (NaN: nodata), or with finite
-            with np.errstate(invalid="ignore"):  # False, infinite
-                size = np.abs(given)
-                bad = ~(size <= np.finfo(np.float32).max) & ~np.isnan(given)
-                if not self.finite:
-                    bad &= ~np.isinf(size)
+        bad = None  # a finite float32 number (NaN: nodata), or with finite False, infinite
+        if given.dtype.kind == "f" and given.dtype.itemsize > 4:
+            bad = np.abs(given) > np.finfo(np.float32).max  # NaN: False, inf: True
+        elif given.dtype.kind == "f" and not np.isfinite(given).all():  # one pass, mostly
+            bad = np.isinf(given)
+        if bad is not None:
+            if not self.finite:
+                bad &= ~np.isinf(given)
             if mask is not None:
                 bad &= ~mask
-            if bad.any():
-                r, c = (int(v) for v in np.argwhere(bad)[0])
-                v = float(given[r, c])
-                why = ("beyond float32's range (3.4028235e38)" if np.isfinite(v)
-                       else "elevations are finite numbers")
-                raise InputError(f"{self.path}: value {v!r} at cell (row, col) = ({a + r}, "
-                                 f"{c}): {why}")
+        if bad is not None and bad.any():
+            r, c = (int(v) for v in np.argwhere(bad)[0])
+            v = float(given[r, c])
+            why = ("beyond float32's range (3.4028235e38)" if np.isfinite(v)
+                   else "elevations are finite numbers")
+            raise InputError(f"{self.path}: value {v!r} at cell (row, col) = ({a + r}, {c}): "
+                             f"{why}")
         if given is not out:
             with np.errstate(over="ignore"):  # nodata only, set to NaN below
                 out[...] = given
