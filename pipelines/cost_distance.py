@@ -138,7 +138,7 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
                 grid_crs = st.attrs.get("crs")
             else:
                 from terrain.io import read_grid
-                grid_values, grid = read_grid(path)
+                grid_values, grid = read_grid(path, finite=False)  # start costs: checked below
                 grid_gt, grid_crs = grid.geotransform, grid.crs
             found = raster_source_cells(grid_values, grid_gt, geotransform, shape, path,
                                         start_values=values, what=what, crs=grid_crs,
@@ -235,6 +235,9 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
     if friction is not None:
         _plans.check_same_grid(friction, shape, gt, "friction raster", grid.get("crs"))
     reuse_kind = None if reuse is None else reusable_kind(reuse)
+    if reuse_kind == "tiled" and algorithm not in ("auto", "tiled"):  # asked: never switched
+        raise InputError(f"{reuse}: holds a tiled run's index; this run is {algorithm} (an "
+                         "in-core run reuses an in-core run's store)")
     memory_bytes = parse_memory(memory)
     spec = {"shape": shape, "tile": grid["tile"], "tiles_per_shard": grid["tiles_per_shard"],
             "cost": cost, "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),

@@ -20,7 +20,7 @@ import numpy as np
 import zarr
 
 from terrain.errors import InputError
-from terrain.io.remote import inside, is_remote, remove_tree, store_for
+from terrain.io.remote import input_fingerprint, inside, is_remote, remove_tree, store_for
 from terrain.grid.sssp import on_nodata
 from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBoundaries,
                                      NodeBoundary, TileBatch, TiledSpec, default_max_height,
@@ -391,11 +391,15 @@ class _LazyNodes:
 
 
 def index_spec(spec):
-    """What a stored index must match (JSON-able)."""
+    """What a stored index must match (JSON-able): the grid, the cost, and the DEM's and the
+    friction's fingerprints (a tile's interior changed is no boundary cell's: a reuse that
+    checks only those would give wrong distances)."""
+    friction = spec.get("friction_path")
     return {"shape": list(spec["shape"]), "cost": spec["cost"],
             "connectivity": int(spec["connectivity"]),
             "cellsize": [float(x) for x in spec["cellsize"]], "tile": int(spec["tile_sssp"]),
-            "group": int(spec["group_side"])}
+            "group": int(spec["group_side"]), "input": input_fingerprint(spec["input"]),
+            "friction": None if friction is None else input_fingerprint(friction)}
 
 
 def solve_spec(spec):
@@ -427,6 +431,11 @@ def check_reuse_store(path, spec):
     got = {k: attrs.get(k) for k in want}
     if spec.get("max_height") is not None:
         want["height"], got["height"] = int(spec["max_height"]), attrs.get("height")
+    changed = [f"{'input ' + spec['input'] if k == 'input' else 'friction raster'} does not "
+               "match the one it was computed from (size or modification time)"
+               for k in ("input", "friction") if got.pop(k) != want.pop(k)]
+    if changed:
+        raise InputError(f"{path}: cannot reuse: " + "; ".join(changed))
     if got != want:
         diff = ", ".join(f"{k} {got[k]} (this run: {want[k]})" for k in want
                          if got[k] != want[k])

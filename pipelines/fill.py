@@ -176,7 +176,7 @@ def named_outlets(path, geotransform, shape, crs=None):
         cells = point_cells(p, geotransform, shape, "outlet", crs)
     else:
         from terrain.io import read_grid
-        values, grid = read_grid(p)
+        values, grid = read_grid(p, finite=False)  # an outlet is a non-zero cell
         cells = raster_source_cells(values, grid.geotransform, geotransform, shape, p,
                                     what="outlet", crs=grid.crs, grid_crs=crs)
     if not cells:

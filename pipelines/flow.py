@@ -269,7 +269,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 else:  # read here, ingested into scratch every task reaches
                     weights_tmp = scratch_beside(tmp, ".weights")
                     remove_tree(weights_tmp)  # a killed run's
-                    ingest_into(weights, weights_tmp, tile, label="flow-ingest")
+                    # an infinite weight is refused by the flow's own check, naming it
+                    ingest_into(weights, weights_tmp, tile, label="flow-ingest", finite=False)
                     w_path = weights_tmp
             # a fill store's layer as it is, its files shared (not at a URL: no links there)
             linked = fill_attrs is not None and not (is_remote(inp) or is_remote(tmp))

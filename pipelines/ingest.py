@@ -215,13 +215,14 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     return graph if partial is None else checkpointed(graph, partial, CHECKPOINTED)
 
 
-def ingest_into(input_path, store_path, tile, partial=None, label="ingest"):
+def ingest_into(input_path, store_path, tile, partial=None, label="ingest", finite=True):
     """``input_path`` ingested into ``store_path``, a store that a command writes (its
     partial output, or scratch beside it), on this process's threads: the input is read
     where the command runs, whatever cluster computes the rest. With ``partial``, the steps
-    keep their results among its checkpoints (``--resume``)."""
+    keep their results among its checkpoints (``--resume``); ``finite``: as
+    :func:`build_ingest_graph`'s."""
     from .cluster import compute, open_scheduler
-    graph = build_ingest_graph(input_path, store_path, tile, partial=partial)
+    graph = build_ingest_graph(input_path, store_path, tile, partial=partial, finite=finite)
     with open_scheduler("threads"):
         compute(graph, label=label)
 

@@ -132,7 +132,7 @@ def _verify_flow_store(path, group):
             weights = _whole(open_group(wpath, mode="r")["elevation"])
         else:
             from terrain.io import read_grid
-            weights, _ = read_grid(wpath)
+            weights, _ = read_grid(wpath, finite=False)  # as the flow read them
     # tiled weighted sums associate per quadtree node (terrain.hydrology.flow): rounding
     rtol = 1e-12 if weights is not None and s.get("route") == "tiled" else 0.0
     return verify_flow(_whole(group["filled"]), _whole(group["direction"]),

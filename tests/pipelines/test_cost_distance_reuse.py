@@ -144,3 +144,37 @@ def test_reuse_query_on_the_gpu_equals_the_cpu(capsys, tmp_path, dem):
     a, b = _layers(tmp_path / "c.zarr"), _layers(tmp_path / "q.zarr")
     for n in LAYERS:
         np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+
+
+@pytest.mark.parametrize("case", ["interior", "friction", "in-core", "blocked"])
+def test_a_tiled_index_is_reused_only_for_its_own_rasters(capsys, tmp_path, dem, case):
+    """A tiled index checked only its tiles' boundary cells: a DEM (or friction) changed
+    inside a tile was taken, giving distances its own verify failed. The index now records
+    the rasters' fingerprints, as an in-core run's store does; an algorithm asked for other
+    than tiled is refused with a tiled store, not switched."""
+    z, path = dem
+    fr = np.random.default_rng(2).uniform(1, 2, z.shape).astype(np.float32)
+    fpath = write_asc(tmp_path / "fr.asc", fr)
+    _run(capsys, path, "--friction", fpath, "-o", tmp_path / "t.zarr", "--source-cell", "5,6",
+         "--algorithm", "tiled", "--tile-sssp", 8)
+    args = [path, "--friction", fpath, "-o", tmp_path / "x.zarr", "--source-cell", "60,40",
+            "--reuse", tmp_path / "t.zarr", "--tile", 16]
+    if case == "interior":  # a cell inside a tile of 8, on no boundary
+        z2 = z.copy()
+        z2[19:21, 19:21] += 500
+        args[0] = write_asc(tmp_path / "z2.asc", z2)
+        want = "does not match the one it was computed from"
+    elif case == "friction":
+        fr[19:21, 19:21] = 50
+        args[2] = write_asc(tmp_path / "fr2.asc", fr)
+        want = "friction raster does not match"
+    else:
+        args += ["--algorithm", case]
+        want = f"holds a tiled run's index; this run is {case}"
+    rc, _, se = run_main(capsys, "cost-distance", *args)
+    assert rc == 2 and se.count("\n") == 1 and want in se, se
+    assert not (tmp_path / "x.zarr").exists()
+    # the same rasters: reused
+    same = _run(capsys, path, "--friction", fpath, "-o", tmp_path / "y.zarr", "--source-cell",
+                "60,40", "--reuse", tmp_path / "t.zarr")
+    assert same["algorithm"] == "tiled" and same["reused_tasks"] > 0
