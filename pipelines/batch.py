@@ -281,7 +281,7 @@ def _owners(previous):
     for row in previous.values():
         output = row.get("real_output") or row.get("output")
         source = row.get("real_input") or row.get("input")
-        if row.get("status") in ("done", "skipped") and output and Path(output).exists():
+        if _made_output(row) and output and Path(output).exists():
             out[str(real_path(output))] = source
     return out
 
@@ -357,10 +357,16 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
             raise
 
 
+def _made_output(row):
+    """Whether a manifest row's output is that file's result: done or skipped, or failed
+    only because that output was there (``output_kept``: the row keeps what made it)."""
+    return row.get("status") in ("done", "skipped") or bool(row.get("output_kept"))
+
+
 def _why_again(before, ident, params):
     """Why a file an earlier batch did runs again (its output then exists): its input
     changed, or the parameters that differ, as ``"; ..."``; empty without such a batch."""
-    if before.get("status") not in ("done", "skipped"):
+    if not _made_output(before):
         return ""
     if before.get("identity") != ident:
         return "; its input changed since the earlier batch made it"
@@ -378,7 +384,7 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
     mine = {str(real_path(f)) for f in files}
     earlier = [row for row in previous.values()
                if (row.get("real_input") or row.get("input")) not in mine
-               and row.get("status") in ("done", "skipped")
+               and _made_output(row)
                and Path(row.get("real_output") or row.get("output") or "").exists()]
     rows = []
     for n, (inp, out) in enumerate(zip(files, outputs), 1):
@@ -395,7 +401,7 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                              "into this folder; not replacing it (another folder, or "
                              "remove it first)")
             progress(f"{tag}: failed: {row['error']}")
-        elif (not args.overwrite and before.get("status") in ("done", "skipped")
+        elif (not args.overwrite and _made_output(before)
                 and before.get("identity") == ident and before.get("params") == params
                 and before.get("output") == str(out) and out.exists()):
             row.update(status="skipped", seconds=before.get("seconds"), error="",
@@ -415,6 +421,9 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                 row.update(status="failed",
                            error=f"{e}{_why_again(before, ident, params)} (use --overwrite to "
                                  "replace it)")
+                if _made_output(before):  # the output is still that run's: its record kept,
+                    row.update(identity=before.get("identity"),  # so that a rerun with its
+                               params=before.get("params"), output_kept=True)  # inputs skips
             except InputError as e:
                 row.update(status="failed", error=str(e))
             except Exception as e:  # a bug in one file's run must not stop the others

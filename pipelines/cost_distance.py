@@ -296,7 +296,8 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     grid = _plans.open_header(inp, tile)
     check_weight_units(cost, grid["crs"], inp, kind="cost")
     gt = grid["geotransform"]
-    geo = {"geotransform": gt, "crs": grid["crs"], "source": str(inp), "cost": cost}
+    geo = {"geotransform": gt, "crs": grid["crs"], "cost": cost,
+           "source": str(inp) if is_remote(inp) else str(Path(inp).resolve())}
     srcs, costs = resolve_sources(gt, grid["shape"], points, cells, sources_file,
                                   label=f"{inp}: ", crs=grid["crs"], start_cost=start_cost,
                                   start_values=start_values)
@@ -336,7 +337,9 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                                      **dict(zip("xy", cell_centre(r, c, gt)))}
                                     for r, c in stops]
             summary["output"] = str(out)
-            dem = "elevation" if dem_in_output(tmp) else str(inp)
+            # a DEM store named relative to here: the result is verified from anywhere
+            dem = "elevation" if dem_in_output(tmp) else str(inp) if is_remote(inp) else \
+                str(Path(inp).resolve())
             attrs = {"cost_distance": summary,
                      "cost_model": cost_model_attributes(spec, srcs, costs, friction is not None,
                                                          dem)}

@@ -232,3 +232,17 @@ def test_a_result_whose_dem_store_moved_says_so(tmp_path):
         assert_one_line_error(proc, f"terrain: m.zarr: the DEM is not in this store and its "
                                     f"source '{tmp_path / 'd.zarr'}' is gone (moved or "
                                     "removed)")
+
+
+def test_a_cost_store_of_a_relative_dem_store_is_verified_from_anywhere(tmp_path):
+    """The DEM store a cost store names was recorded as given (``d.zarr``): verify from
+    another folder said it was gone. It is recorded absolute."""
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 30, 40, seed=1)
+    (tmp_path / "sub").mkdir()
+    for argv in (("ingest", "g.asc", "-o", "d.zarr"),
+                 ("cost-distance", "d.zarr", "--source-cell", "5,5", "-o", "sub/c.zarr")):
+        proc = run_terrain(*argv, *SYNC, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    proc = run_terrain("verify", "c.zarr", cwd=tmp_path / "sub")
+    assert proc.returncode == 0 and "verified" in proc.stdout, proc.stderr

@@ -173,6 +173,11 @@ def test_batch_cost_distance_mixed_formats_one_bad_file(tmp_path, rasters):
     assert rows["a.asc"]["error"].endswith("(use --overwrite to replace it)")
     np.testing.assert_array_equal(_layers(tmp_path / "out" / "a.cost.zarr")["distance"],
                                   single["distance"])  # nothing overwritten
+    # the outputs are still the first batch's: run as then, they are skipped (the failed
+    # run's record had replaced theirs, and every file then failed as existing)
+    proc = run_terrain(*args, "--scheduler", "threads", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert {r["status"] for r in _manifest(tmp_path / "out").values()} == {"skipped"}
 
 
 def test_batch_cost_distance_checks_shared_options_first(tmp_path, rasters):
