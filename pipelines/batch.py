@@ -421,9 +421,11 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                 row.update(status="failed",
                            error=f"{e}{_why_again(before, ident, params)} (use --overwrite to "
                                  "replace it)")
-                if _made_output(before):  # the output is still that run's: its record kept,
-                    row.update(identity=before.get("identity"),  # so that a rerun with its
-                               params=before.get("params"), output_kept=True)  # inputs skips
+                if _made_output(before):
+                    # the output is still that run's: its record kept, so that a rerun as
+                    # that one skips the file
+                    row.update(identity=before.get("identity"), params=before.get("params"),
+                               summary=before.get("summary"), output_kept=True)
             except InputError as e:
                 row.update(status="failed", error=str(e))
             except Exception as e:  # a bug in one file's run must not stop the others
