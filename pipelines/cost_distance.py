@@ -25,8 +25,8 @@ from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io.georef import check_weight_units, finish_store
 from terrain.io.outputs import atomic_output, check_outputs, same_file
-from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
-                               output_at, remove_tree, scratch_beside)
+from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
+                               is_remote, output_at, remove_tree, scratch_beside)
 from terrain.io.points import cell_centre, map_to_cell, point_cells, raster_source_cells
 from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store, open_store
@@ -260,6 +260,10 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
                     friction_checked=True, write_friction=False)
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import tiled_spec
+        # what an index is of (a reuse is refused for other rasters): the fingerprints of
+        # the inputs as given, a store at a URL with its options
+        spec["fingerprints"] = [input_fingerprint(inp), None if friction is None
+                                else input_fingerprint(friction)]
         tiled_spec(spec, tile_sssp, max_height, reuse, backend=backend)
     return spec
 

@@ -20,7 +20,7 @@ import numpy as np
 import zarr
 
 from terrain.errors import InputError
-from terrain.io.remote import input_fingerprint, inside, is_remote, remove_tree, store_for
+from terrain.io.remote import inside, is_remote, remove_tree, store_for
 from terrain.grid.sssp import on_nodata
 from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBoundaries,
                                      NodeBoundary, TileBatch, TiledSpec, default_max_height,
@@ -394,12 +394,11 @@ def index_spec(spec):
     """What a stored index must match (JSON-able): the grid, the cost, and the DEM's and the
     friction's fingerprints (a tile's interior changed is no boundary cell's: a reuse that
     checks only those would give wrong distances)."""
-    friction = spec.get("friction_path")
-    return {"shape": list(spec["shape"]), "cost": spec["cost"],
+    dem, friction = spec["fingerprints"]  # taken where the command runs (a store at a URL
+    return {"shape": list(spec["shape"]), "cost": spec["cost"],  # with its options)
             "connectivity": int(spec["connectivity"]),
             "cellsize": [float(x) for x in spec["cellsize"]], "tile": int(spec["tile_sssp"]),
-            "group": int(spec["group_side"]), "input": input_fingerprint(spec["input"]),
-            "friction": None if friction is None else input_fingerprint(friction)}
+            "group": int(spec["group_side"]), "input": dem, "friction": friction}
 
 
 def solve_spec(spec):
