@@ -300,6 +300,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     grid = _plans.open_header(inp, tile)
     check_weight_units(cost, grid["crs"], inp, kind="cost")
     gt = grid["geotransform"]
+    # a DEM named relative to here, recorded absolute: the result is verified from anywhere
     geo = {"geotransform": gt, "crs": grid["crs"], "cost": cost,
            "source": str(inp) if is_remote(inp) else str(Path(inp).resolve())}
     srcs, costs = resolve_sources(gt, grid["shape"], points, cells, sources_file,
@@ -341,9 +342,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                                      **dict(zip("xy", cell_centre(r, c, gt)))}
                                     for r, c in stops]
             summary["output"] = str(out)
-            # a DEM store named relative to here: the result is verified from anywhere
-            dem = "elevation" if dem_in_output(tmp) else str(inp) if is_remote(inp) else \
-                str(Path(inp).resolve())
+            dem = "elevation" if dem_in_output(tmp) else geo["source"]
             attrs = {"cost_distance": summary,
                      "cost_model": cost_model_attributes(spec, srcs, costs, friction is not None,
                                                          dem)}
