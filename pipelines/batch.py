@@ -332,9 +332,15 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     files = expand_inputs(specs)
     check_tile_size(args.tile)  # shared by every file: refused once, not once a file
     outdir = _check_outdir(outdir, files)
-    # the files' GeoTIFF folders DIR/<stem> lie in DIR, checked and made as OUTDIR is
+    # the files' GeoTIFF folders DIR/<stem> lie in DIR, checked and made as OUTDIR is; a
+    # template's folders (made by each file's run) are checked here, so a missing parent is
+    # refused once for the batch, not once a file
     tifs = getattr(args, "geotiff_dir", None)
-    tifs = None if tifs is None or "{stem}" in tifs else _check_outdir(tifs, files)
+    if tifs is not None and "{stem}" in tifs:
+        for f in files:
+            _check_outdir(_geotiff_dir(args, f), files)
+        tifs = None
+    tifs = None if tifs is None else _check_outdir(tifs, files)
     outputs = _output_names(files, outdir, suffix)
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None

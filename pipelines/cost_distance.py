@@ -627,14 +627,17 @@ def plan_cost_distance(plan, grid, args, inp, out):
         extra += tiled["labels_bytes"]
         part.update(tiled)
     elif spec["algorithm"] == "blocked":
-        from .cost_distance_blocked import block_task_bytes, cache_bytes
+        from .cost_distance_blocked import block_cache_bytes, block_task_bytes, cache_bytes
         side = spec["block"]
         blocks = (-(-shape[0] // side)) * (-(-shape[1] // side))
         # the driver's bands: 4 rows a block row, 4 columns a block column, 24 bytes a cell
         bands = 24 * 4 * ((-(-shape[0] // side)) * shape[1] + (-(-shape[1] // side)) * shape[0])
         per_task = max(per_task, block_task_bytes(side))
-        worker = max(worker, bands + threads * block_task_bytes(side)
-                     + cache_bytes(side, spec["memory_bytes"], threads, bands))
+        # no more tasks at once than blocks, no more cached than every block (a budget of
+        # the free memory is an upper bound, not what a small grid fills)
+        worker = max(worker, bands + min(threads, blocks) * block_task_bytes(side)
+                     + min(cache_bytes(side, spec["memory_bytes"], threads, bands),
+                           blocks * block_cache_bytes(side)))
         extra += 16 * cells  # the blocks' distances and labels in the scratch directory
         part.update({"block": side, "blocks": blocks})
     else:

@@ -306,6 +306,12 @@ def test_batch_geotiffs_in_a_folder_per_file(tmp_path, rasters):
         "--backend", "cpu", cwd=tmp_path)
     assert sorted(p.name for p in (tmp_path / "f-a").iterdir()) == [
         "depression.tif", "depth.tif", "filled.tif"]
+    # a template whose folders' parent is missing: refused once, before any file runs
+    proc = run_terrain("batch", "fill", "rasters/*", "-o", "fills2", "--geotiff-dir",
+                       "none/{stem}", "--backend", "cpu", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("does not exist") == 1 and "none/a" in proc.stderr, proc.stderr
+    assert not (tmp_path / "fills2").exists() and not (tmp_path / "none").exists()
 
 
 # ----------------------------------------------------------------------------- what users hit

@@ -122,6 +122,29 @@ def test_tiled_plan_matches_the_run(capsys, tmp_path, small_shards):
     assert plan["index_bytes"] <= raw and plan["output_bytes"] > plan["index_bytes"]
 
 
+def test_blocked_plan_memory_covers_the_run_whatever_the_free_memory(capsys, tmp_path, sample):
+    """The blocked plan without ``--memory`` counts the cache the grid's blocks fill (it
+    said 40 % of the free memory: 8.9 GiB for a run that peaked at 0.3 GB), and a worker's
+    memory counts its process's own: the real run's peak RSS lies under it, within 4×."""
+    import subprocess
+    import sys
+
+    from cli import child_env
+    argv = [sample, "--source-cell", "3,4", "--algorithm", "blocked", "--backend", "cpu",
+            "-o", tmp_path / "b.zarr"]
+    plan = _plan(capsys, *argv)
+    assert plan["memory_per_worker_bytes"] == _plan(capsys, *argv, "--memory", "1TB")[
+        "memory_per_worker_bytes"]  # the free memory's budget is not what the grid fills
+    # the child's own high-water mark (a rusage's maximum keeps the forked test process's)
+    code = ("import sys\nfrom terrain.run import main\ntry:\n    main(sys.argv[1:])\n"
+            "finally:\n    print(open('/proc/self/status').read())")
+    proc = subprocess.run([sys.executable, "-c", code, "cost-distance", *map(str, argv)],
+                          cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    peak = int(proc.stdout.split("VmHWM:")[1].split()[0]) * 1024
+    assert peak <= plan["memory_per_worker_bytes"] <= 4 * peak, (peak, plan)
+
+
 def test_dry_run_refuses_when_the_disk_cannot_hold_the_output(tmp_path):
     write_huge_sparse_tif(tmp_path / "huge.tif")  # cost layers: about 9.7 TiB
     before = snapshot(tmp_path)
