@@ -740,7 +740,8 @@ def path_command(args):
              for text, p in zip(ends, paths)]
     crs = group.attrs.get("crs")
     with atomic_output(out, args.overwrite, inputs=[store]) as tmp:
-        write_paths(tmp, lines, props, crs=crs, fmt=path_format(out), what=str(store))
+        write_paths(tmp, lines, props, crs=crs, fmt=path_format(out), what=str(store),
+                    name=out)
     print(f"path      {out}: {len(paths)} path(s)"
           + ("" if crs else "; coordinates: the grid's (the store has no CRS)")
           + "".join(f"\n  to {p['to']}: cost {p['cost']:.10g}, source {p['source']}, "

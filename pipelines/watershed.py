@@ -129,7 +129,8 @@ def run_streams(flow_path, output, threshold, overwrite=False):
                       "outlet": link["outlet"], "cells": len(link["cells"]),
                       "length": sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))})
     with atomic_output(out, overwrite, inputs=[flow_path]) as tmp:
-        write_paths(tmp, lines, props, crs=crs, fmt=fmt, what="streams", layer="streams")
+        write_paths(tmp, lines, props, crs=crs, fmt=fmt, what="streams", layer="streams",
+                    name=out)
     note = ("the grid's coordinates (the DEM has no CRS)" if not crs
             else "longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS")
     orders = [p["order"] for p in props]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .outputs import DISK_FULL, atomic_output
+from .outputs import DISK_FULL, atomic_output, disk_full_reason
 from .. import native
 from ..errors import InputError
 from ..startup import trim_free_memory
@@ -224,7 +224,7 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None)
                                     for p, t in zip(prepared, tmps)]:
                             fut.result()
             except Exception as e:
-                full = _disk_full(e, folders[0])
+                full = disk_full_reason(e, folders[0])
                 if full:
                     held.drop = tuple(os.strerror(n) for n in DISK_FULL)
                     raise InputError(f"{folders[0]}: {full} while writing the GeoTIFFs; "
@@ -250,28 +250,6 @@ def _check_room(prepared, folder):
         raise InputError(f"{folder}: {os.strerror(errno.ENOSPC)} while writing the GeoTIFFs; "
                          f"nothing written (about {need / 1e6:.1f} MB needed while they are "
                          f"written, {free / 1e6:.1f} MB free)")
-
-
-def _disk_full(error, folder):
-    """The strerror of a full disk, quota or file size limit that ``error`` (or its causes)
-    says, or that a folder with less than 1 MiB free implies; else None."""
-    seen = error
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
-            return seen.strerror or os.strerror(seen.errno)
-        text = str(seen).lower()
-        for n in DISK_FULL:
-            if os.strerror(n).lower() in text:
-                return os.strerror(n)
-        if "disk full" in text or "not enough space" in text:
-            return os.strerror(errno.ENOSPC)
-        seen = seen.__cause__ or seen.__context__
-    try:
-        if shutil.disk_usage(folder).free < (1 << 20):
-            return os.strerror(errno.ENOSPC)
-    except OSError:
-        pass
-    return None
 
 
 class _Held:

@@ -36,7 +36,7 @@ from ..startup import signals_held
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
-           "check_input_file", "check_store_name", "FILE_SUFFIXES",
+           "check_input_file", "check_store_name", "FILE_SUFFIXES", "disk_full_reason",
            "OutputExists", "same_file"]
 
 
@@ -356,6 +356,29 @@ def hold_lock(target, busy="another terrain run is writing this output"):
 
 #: errors of a full disk or quota: one line naming the output, the partial removed
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def disk_full_reason(error, folder):
+    """The strerror of a full disk, quota or file size limit that ``error`` (or its causes)
+    says, or that a folder with less than 1 MiB free implies; else None: what a library's
+    own error (GDAL's, through rasterio or pyogrio) means when it names no errno."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+            return seen.strerror or os.strerror(seen.errno)
+        text = str(seen).lower()
+        for n in DISK_FULL:
+            if os.strerror(n).lower() in text:
+                return os.strerror(n)
+        if "disk full" in text or "disk is full" in text or "not enough space" in text:
+            return os.strerror(errno.ENOSPC)
+        seen = seen.__cause__ or seen.__context__
+    try:
+        if shutil.disk_usage(folder).free < (1 << 20):
+            return os.strerror(errno.ENOSPC)
+    except OSError:
+        pass
+    return None
 
 
 @contextlib.contextmanager

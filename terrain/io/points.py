@@ -13,6 +13,7 @@ through pyogrio (GDAL's vector drivers).
 """
 
 import csv
+import errno
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, where
+from .outputs import disk_full_reason
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "point_cells", "raster_source_cells",
            "write_paths", "path_format", "ogr_lines", "geojson_crs", "reproject_points",
@@ -434,14 +436,15 @@ def path_format(path, what="paths"):
 
 
 def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths",
-                layer="paths"):
+                layer="paths", name=None):
     """Write LineStrings (lists of map ``(x, y)`` in ``crs``, WKT) with their properties
     (dicts of the same keys: numbers, bools, strings): as an RFC 7946 GeoJSON
     FeatureCollection in WGS 84 (without a CRS, as they are, with a ``crs`` member saying
     so), or as the layer ``layer`` of a GeoPackage or FlatGeobuf (``fmt``, as
-    :func:`path_format` names it) in ``crs`` itself."""
+    :func:`path_format` names it) in ``crs`` itself. ``name``: the output as its errors
+    call it (``target`` may be a partial beside it)."""
     if fmt in ("GPKG", "FlatGeobuf"):
-        _write_ogr_lines(target, lines, properties, crs, fmt, layer)
+        _write_ogr_lines(target, lines, properties, crs, fmt, layer, name or target)
         return
     if fmt != "geojson":
         raise InputError(f"{target}: unknown {what} format {fmt!r}")
@@ -472,7 +475,7 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
     Path(target).write_text(json.dumps(doc))
 
 
-def _write_ogr_lines(target, lines, properties, crs, driver, layer):
+def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown):
     """:func:`write_paths` through OGR (pyogrio): WKB LineStrings, one field a property."""
     import pyogrio.raw
     geometry = np.empty(len(lines), object)
@@ -499,8 +502,22 @@ def _write_ogr_lines(target, lines, properties, crs, driver, layer):
             pyogrio.raw.write(str(named), geometry, fields, names, driver=driver,
                               layer=layer, geometry_type="LineString", crs=crs or None,
                               layer_options=options)
+            # read back whole: FlatGeobuf's writer drops a failed write (a full disk) and
+            # reports nothing, which left a truncated file that no reader opens
+            written = len(pyogrio.raw.read(str(named), columns=[])[2])
+        if written != len(lines):
+            raise InputError(f"{shown}: {written} of {len(lines)} lines read back from the "
+                             f"{driver} written; nothing written")
         if named != target:
             os.replace(named, target)
+    except Exception as e:  # noqa: BLE001 - pyogrio's errors name no errno
+        full = disk_full_reason(e, named.parent)
+        if full is not None:  # the output's own line (atomic_output), nothing published
+            raise OSError(errno.ENOSPC, full) from None
+        if isinstance(e, (InputError, OSError)):
+            raise
+        raise InputError(f"{shown}: the {driver} writer failed ({e}); nothing written") \
+            from None
     finally:
         if named != target and named.exists():
             named.unlink()

@@ -187,3 +187,67 @@ def test_an_interrupt_inside_a_compiled_kernel_is_one_line(tmp_path, dem, monkey
     assert main(["fill", str(dem), "-o", str(tmp_path / "f.zarr")]) == 130
     assert capsys.readouterr().err == "terrain: interrupted\n"
     assert not list(tmp_path.glob("*f.zarr*"))
+
+
+@pytest.fixture(scope="module")
+def vector_sources(tmp_path_factory, dem):
+    """A cost store and a flow store of ``dem``: what ``path`` and ``streams`` read."""
+    from terrain.run import main
+    d = tmp_path_factory.mktemp("vectors")
+    for argv in (["cost-distance", dem, "--source-cell", "3,3", "-o", d / "c.zarr"],
+                 ["flow", dem, "-o", d / "f.zarr"]):
+        assert main([*map(str, argv), "--backend", "cpu", *SYNC]) == 0
+    return d
+
+
+#: (the command, a small output's options, a larger one's)
+VECTOR_RUNS = {"path": (lambda d: ["path", d / "c.zarr"], ["--to-cell", "10,10"],
+                        ["--to-cell", "599,699"]),
+               "streams": (lambda d: ["streams", d / "f.zarr"], ["--threshold", "20000"],
+                           ["--threshold", "50"])}
+
+
+@pytest.mark.parametrize("suffix", [".fgb", ".gpkg"])
+@pytest.mark.parametrize("command", sorted(VECTOR_RUNS))
+def test_vector_lines_on_a_full_disk_keep_the_old_file(small, vector_sources, command, suffix):
+    """FlatGeobuf's writer reported no failed write (exit 0, a truncated file no reader
+    opens, put in place of the good one); GeoPackage's raised pyogrio's traceback. One
+    line now, and the file that was there is kept."""
+    out = small / f"lines{suffix}"
+    head, little, large = VECTOR_RUNS[command]
+    proc = _run(*head(vector_sources), *little, "-o", out, cwd=small.parent)
+    assert proc.returncode == 0, proc.stderr
+    good = out.read_bytes()
+    st = os.statvfs(small)
+    (small / "ballast").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - 8192))
+    proc = _run(*head(vector_sources), *large, "-o", out, "--overwrite", cwd=small.parent)
+    assert_one_line_error(proc, f"terrain: {out}: No space left on device in {small}; "
+                                "nothing written")
+    assert out.read_bytes() == good and sorted(os.listdir(small)) == ["ballast", out.name]
+
+
+@pytest.mark.parametrize("command", sorted(VECTOR_RUNS))
+def test_a_truncated_flatgeobuf_is_refused_not_published(tmp_path, vector_sources, monkeypatch,
+                                                         capsys, command):
+    """Without a small file system: the writer returns having written half a file, as
+    FlatGeobuf's does on a full disk; the lines are read back, and the old file stays."""
+    import pyogrio.raw
+
+    from cli import run_main
+    real = pyogrio.raw.write
+
+    def truncated(path, *args, **kwargs):
+        real(path, *args, **kwargs)
+        size = os.path.getsize(path)
+        os.truncate(path, size // 2)
+
+    out = tmp_path / "lines.fgb"
+    out.write_bytes(b"the user's own file")
+    monkeypatch.setattr(pyogrio.raw, "write", truncated)
+    head, _, large = VECTOR_RUNS[command]
+    rc, _, err = run_main(capsys, *head(vector_sources), *large, "-o", out, "--overwrite",
+                          scheduler=None)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"terrain: {out}"), err
+    assert out.read_bytes() == b"the user's own file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lines.fgb"]
