@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from terrain.io.outputs import OutputExists, atomic_output, hold_lock, input_identity, real_path
+from terrain.io.remote import is_url
 from terrain.errors import InputError
 from terrain.tiles.store import check_tile_size
 
@@ -265,6 +266,26 @@ def _write_manifest(outdir, command, rows, earlier=()):
             tmp.write_text(body)
 
 
+def _check_manifests(outdir, overwrite):
+    """:class:`InputError` for a ``manifest.json`` or ``.csv`` in OUTDIR that is not a
+    batch's (a user's own file of that name), which the batch would replace, unless
+    ``overwrite``."""
+    for name in ("manifest.json", "manifest.csv"):
+        path = outdir / name
+        if overwrite or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+            ours = (isinstance(doc := json.loads(text), dict) and "command" in doc
+                    and isinstance(doc.get("files"), list)) if name.endswith(".json") else \
+                text.splitlines()[:1] == [",".join(FIELDS)]
+        except (OSError, ValueError):
+            ours = False
+        if not ours:
+            raise InputError(f"{path}: not a batch's manifest, which this batch writes there: "
+                             "another folder, or --overwrite to replace it")
+
+
 def _previous(outdir):
     """input path -> row of the last run's manifest (with the earlier rows it kept), or {}."""
     try:
@@ -297,6 +318,9 @@ def _other_owner(owners, inp, out):
 def _check_outdir(outdir, files):
     """Refuse an OUTDIR that is not a directory, whose parent is missing, or that is or holds
     an input: before the scheduler starts, so a refused batch leaves nothing behind."""
+    if is_url(str(outdir)):  # a URL is no folder: Path() would make s3:/b/x of it
+        raise InputError(f"{outdir}: a batch writes into a local folder (its outputs, "
+                         "manifest and lock); run the command for each file to write at a URL")
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"{outdir}: exists and is not a directory")
@@ -332,6 +356,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     files = expand_inputs(specs)
     check_tile_size(args.tile)  # shared by every file: refused once, not once a file
     outdir = _check_outdir(outdir, files)
+    _check_manifests(outdir, args.overwrite)
     # the files' GeoTIFF folders DIR/<stem> lie in DIR, checked and made as OUTDIR is; a
     # template's folders (made by each file's run) are checked here, so a missing parent is
     # refused once for the batch, not once a file

@@ -209,8 +209,8 @@ def _check_algorithm_options(algorithm, tile_sssp, max_height, inp):
 def parse_memory(text):
     """Bytes from ``"1.5GB"``, ``"800MB"``, ``"2GiB"`` or a plain number (None: None).
 
-    >>> parse_memory("1.5GB"), parse_memory("512MiB"), parse_memory(1000)
-    (1500000000, 536870912, 1000)
+    >>> parse_memory("1.5GB"), parse_memory("512MiB"), parse_memory(2000)
+    (1500000000, 536870912, 2000)
     """
     if text is None:
         return None
@@ -225,6 +225,8 @@ def parse_memory(text):
         v = -1.0
     if not (v > 0 and np.isfinite(v)):
         raise InputError(f"memory {text!r}: expected a size such as 1.5GB or 800MB")
+    if not 1000 <= v <= (1 << 60):  # 0.5B held no cell; 1e20GB is no machine's
+        raise InputError(f"memory {text!r}: a budget from 1 kB to 1 EiB")
     return int(v)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.edges import WeightSum
+from terrain.grid.edges import WeightSum, check_weight_range
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
                               merge_step, super_tile_fits, super_tile_side)
@@ -494,6 +494,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             summary = _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core,
                                  scheduler)
         drop_checkpoints(tmp)
+        _check_weights(inp, tmp, spec)
         if "parsed_on" in wall:
             summary["parse"] = wall.pop("parsed_on")
         if wall:
@@ -506,6 +507,18 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             write_geotiff(tmp, geotiff, overwrite, cog=cog)
             summary["geotiff"] = str(geotiff)
     return summary
+
+
+def _check_weights(inp, tmp, spec):
+    """Before the output is published: elevations whose differences make a weight beyond
+    float32's range (:func:`terrain.grid.edges.check_weight_range`), by the DEM's range as
+    its ingest recorded it (in the input store, or the output's own elevation)."""
+    if spec.weight == "max":
+        return
+    stats = (open_store(inp).attrs if is_store(inp) else open_group(tmp).attrs).get("stats")
+    if stats:
+        check_weight_range(stats.get("min"), stats.get("max"), spec.weight, spec.cellsize,
+                           str(inp))
 
 
 def _rows_first(key):

@@ -53,6 +53,7 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
     group, summary = read_flow_store(flow_path)
     d = group["direction"][:]
     gt, crs = _geo(group, d.shape)
+    warn_degrees(crs, flow_path, "so are the basins' areas and the snap distance")
     cells, _ = resolve_sources(gt, d.shape, points or (), cells or (), points_file,
                                label=f"{flow_path}: ", crs=crs, what="outlet")
     if not cells:
@@ -107,6 +108,11 @@ def _write_store(path, labels, gt, crs):
     finish_store(path)
 
 
+#: the streams' fields and their types: a layer of no links keeps them
+STREAM_FIELDS = {"order": np.int64, "upstream": np.float64, "outlet": np.bool_,
+                 "cells": np.int64, "length": np.float64}
+
+
 def run_streams(flow_path, output, threshold, overwrite=False):
     """The stream links of accumulation >= ``threshold`` as GeoJSON, GeoPackage or
     FlatGeobuf lines (:func:`terrain.io.points.path_format` of ``output``)."""
@@ -117,7 +123,10 @@ def run_streams(flow_path, output, threshold, overwrite=False):
     d = group["direction"][:]
     gt, crs = _geo(group, d.shape)
     warn_degrees(crs, flow_path, "so are the links' lengths")
-    links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
+    try:
+        links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
+    except InputError as e:  # a damaged direction layer: said of the flow store
+        raise InputError(f"{flow_path}: {e}") from None
     lines, props, single = [], [], 0
     for link in links:
         if len(link["cells"]) < 2:  # an outlet that is a source or a confluence: a point,
@@ -130,10 +139,12 @@ def run_streams(flow_path, output, threshold, overwrite=False):
                       "length": sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))})
     with atomic_output(out, overwrite, inputs=[flow_path]) as tmp:
         write_paths(tmp, lines, props, crs=crs, fmt=fmt, what="streams", layer="streams",
-                    name=out)
+                    name=out, fields=STREAM_FIELDS)
     note = ("the grid's coordinates (the DEM has no CRS)" if not crs
             else "longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS")
-    orders = [p["order"] for p in props]
+    # the outlets' links of one cell too: where two order-2 streams meet at an outlet, the
+    # network's order there is 3
+    orders = [link["order"] for link in links]
     return {"output": str(out), "links": len(lines), "threshold": float(threshold),
             "max_order": max(orders) if orders else 0, "coordinates": note,
             "one_cell_links": single}

@@ -175,11 +175,7 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         values = da.data.compute() if _is_dask(da.data) else da.values
         _real(values, where)
         values = np.asarray(values, dtype=dtype)
-        nodata = da.attrs.get("_FillValue", da.encoding.get("_FillValue"))
-        try:
-            nodata = da.rio.nodata if nodata is None else nodata
-        except Exception:
-            pass
+        nodata = _nodata_of(da)
         if nodata is not None and not np.isnan(nodata):
             values = np.where(values == values.dtype.type(nodata), np.nan, values)
         if finite:
@@ -207,6 +203,25 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
     if finite:
         _finite(z, dem, name)
     return z, Georef(where=name)
+
+
+#: where a DataArray says its nodata, in rioxarray's order (``da.rio.nodata`` reads the
+#: same, but only once rioxarray is imported: the answer must not depend on an import)
+NODATA_KEYS = ("_FillValue", "missing_value", "fill_value", "nodata")
+
+
+def _nodata_of(da):
+    """The nodata value a DataArray declares (:data:`NODATA_KEYS` in its attributes, then
+    its encoding's ``_FillValue``), or None."""
+    for where, key in (*(("attrs", k) for k in NODATA_KEYS), ("encoding", "_FillValue")):
+        value = getattr(da, where).get(key)
+        if value is not None:
+            try:
+                return float(np.asarray(value).ravel()[0])
+            except (TypeError, ValueError, IndexError):
+                raise InputError(f"DataArray {da.name!r}: its {key} {value!r} is no "
+                                 "number") from None
+    return None
 
 
 def _in_memory(dem, dtype=np.float32, name="dem", finite=None):
@@ -275,8 +290,11 @@ def _outlet_mask(outlets, z, geo):
     return np.nan_to_num(_on_grid(outlets, z.shape, "outlets")[0]) != 0
 
 
-def raster_like(values, georef, name, attrs=None):
-    """A result array as a DataArray on the input's grid (coordinates and CRS kept).
+def raster_like(values, georef, name, attrs=None, nodata=None):
+    """A result array as a DataArray on the input's grid (coordinates and CRS kept), its
+    nodata (``nodata``; NaN for floats) in its ``_FillValue`` attribute, where xarray's
+    writers and rioxarray (``rio.nodata``, ``rio.to_raster``) find it (rioxarray's
+    ``write_nodata`` of data not masked; a store's layers say it so too).
 
     Examples
     --------
@@ -294,7 +312,7 @@ def raster_like(values, georef, name, attrs=None):
         gm = t.attrs.get("grid_mapping") or t.encoding.get("grid_mapping")
         if gm:
             da.attrs["grid_mapping"] = gm
-        return da
+        return _with_nodata(da, nodata)
     rows, cols = values.shape
     coords = {}
     if georef.geotransform is not None:
@@ -307,7 +325,16 @@ def raster_like(values, georef, name, attrs=None):
             ref.update({"crs_wkt": wkt, "spatial_ref": wkt})
         coords[GRID_MAPPING] = xr.Variable((), np.int32(0), attrs=ref)
         attrs["grid_mapping"] = GRID_MAPPING
-    return xr.DataArray(values, dims=("y", "x"), coords=coords, name=name, attrs=attrs)
+    return _with_nodata(xr.DataArray(values, dims=("y", "x"), coords=coords, name=name,
+                                     attrs=attrs), nodata)
+
+
+def _with_nodata(da, nodata):
+    if nodata is None and da.dtype.kind == "f":
+        nodata = np.nan
+    if nodata is not None:
+        da.attrs["_FillValue"] = da.dtype.type(nodata)
+    return da
 
 
 def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=None):
@@ -341,11 +368,16 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
     >>> f.values.tolist(), f.x.values.tolist(), int(f.attrs["trees"])
     ([[3, 3, 2], [0, 0, 0]], [5.0, 15.0, 25.0], 1)
     """
+    from .grid.edges import check_weight_range
     from .grid.mst import grid_mst
 
     z, geo = as_dem(dem)
     check_weight_units(weight, geo.crs, geo.where)
     cs = _cellsize(cellsize, geo)
+    if weight != "max":
+        stats = geo.store.attrs.get("stats") or {} if z is None else (
+            {"min": np.nanmin(z), "max": np.nanmax(z)} if np.isfinite(z).any() else {})
+        check_weight_range(stats.get("min"), stats.get("max"), weight, cs, geo.where)
     r = grid_mst(geo.store if z is None else z, connectivity=connectivity, weight=weight,
                  tile=tile, backend=backend, cellsize=cs)
     attrs = {"total_weight": float(r.total_weight), "edges": int(r.edges), "trees": int(r.trees),
@@ -400,8 +432,9 @@ class CostDistance:
     def to_xarray(self):
         """The layers as an :class:`xarray.Dataset` on the DEM's grid (CRS kept)."""
         import xarray as xr
+        from .grid.cost_outputs import LAYERS
         layers = {name: raster_like(getattr(self, name), self.georef, name,
-                                    self.layer_attrs[name])
+                                    self.layer_attrs[name], LAYERS[name][1])
                   for name in ("distance", "allocation", "backlink")}
         return xr.Dataset(layers, attrs=dict(self.attrs))
 
@@ -566,7 +599,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
                              "32 NW, 64 N, 128 NE; 0 outlet; 255 nodata",
                 "accumulation": "cells (or weights) draining through the cell, itself "
                                 "included; NaN nodata"}
-    layers = {name: raster_like(v, geo, name, {"description": meanings[name]})
+    layers = {name: raster_like(v, geo, name, {"description": meanings[name]},
+                                255 if name == "direction" else None)
               for name, v in (("filled", np.array(f, np.float32)),  # a copy: not the input
                               ("direction", d.direction), ("accumulation", acc))}
     attrs = {"connectivity": int(connectivity), "cellsize": list(cs),

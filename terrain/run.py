@@ -22,7 +22,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .backend import BACKEND_CHOICES  # noqa: E402 (after the thread count above)
 from .errors import InputError  # noqa: E402
-from .startup import Terminated, bound_malloc_arenas, quick_exit, terminate_raises  # noqa: E402
+from .startup import (Terminated, bound_malloc_arenas, printable_streams, quick_exit,  # noqa: E402
+                      terminate_raises)
 
 _python_show_warning = warnings.showwarning
 
@@ -550,6 +551,7 @@ def _add_hydrology(sub):
                    help="int32 labels (0: drains elsewhere; -1 nodata): a GeoTIFF or a store")
     p.add_argument("--overwrite", action="store_true", help="replace the output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_storage_options(p)
 
     p = sub.add_parser("streams", help="the stream network (cells of accumulation >= N) as "
                        "lines with their Strahler order (from a flow store)")
@@ -562,6 +564,7 @@ def _add_hydrology(sub):
                         "confluences")
     p.add_argument("--overwrite", action="store_true", help="replace the output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_storage_options(p)
 
 
 def _check_no_cog(args):
@@ -648,6 +651,7 @@ def main(argv=None):
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning
+    printable_streams()
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     try:
         with terminate_raises():

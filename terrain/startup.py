@@ -21,7 +21,8 @@ import signal
 import sys
 
 __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_threshold",
-           "trim_free_memory", "quick_exit", "terminate_raises", "signals_held"]
+           "trim_free_memory", "quick_exit", "terminate_raises", "signals_held",
+           "printable_streams"]
 
 
 class Terminated(BaseException):
@@ -150,7 +151,19 @@ def quick_exit(status):
     outputs are complete and renamed. Only the standard streams are flushed."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: started with the descriptor closed (>&-)
+                stream.flush()
         except (OSError, ValueError):  # a closed pipe: nothing more to say
             pass
     os._exit(status)
+
+
+def printable_streams():
+    """Let stdout and stderr write any text: a character their encoding lacks (a path's
+    ``ñ`` under ``PYTHONIOENCODING=ascii`` or a C locale) is escaped, not an error after
+    the outputs are complete."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):  # not a text stream of its own
+            pass

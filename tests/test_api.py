@@ -326,3 +326,45 @@ def test_watershed_cells_must_be_whole_and_the_snap_radius_not_negative():
     with pytest.raises(InputError, match=r"^outlet cell \(0, 9\) is outside the grid"):
         snap_outlets(np.ones((1, 3)), [(0, 9)], 1)
     assert watershed(d, [(0, 2.0)]).tolist() == [[1, 1, 1]]
+
+
+def test_a_dataarrays_nodata_and_the_results_nodata_need_no_rioxarray(tmp_path):
+    """``attrs={"nodata": -9999}`` was nodata only once rioxarray was imported (a -9999
+    elevation drained its neighbours otherwise); the results carried no nodata, so a
+    GeoTIFF written from them by rioxarray marked none (255 read as a direction)."""
+    import subprocess
+    import sys
+
+    from cli import child_env
+    code = """
+import numpy as np, xarray as xr, terrain, sys
+z = np.array([[-9999, 5, 4], [6, 5, 3], [6, 4, 2]], np.float32)
+da = xr.DataArray(z, dims=("y", "x"), coords={"y": [25., 15, 5], "x": [5., 15, 25]},
+                  attrs={"nodata": -9999.0})
+ds = terrain.flow(da)
+print(int(ds.direction.values[0, 0]), float(ds.accumulation.max()),
+      "rioxarray" in sys.modules)
+"""
+    got = [subprocess.run([sys.executable, "-c", ("import rioxarray\n" if rio else "") + code],
+                          env=child_env(), capture_output=True, text=True) for rio in (0, 1)]
+    assert [g.stdout.split() for g in got] == [["255", "8.0", "False"], ["255", "8.0", "True"]], \
+        [g.stderr for g in got]
+    rioxarray = pytest.importorskip("rioxarray")
+    z = np.arange(36, dtype=np.float32).reshape(6, 6)
+    z[2, 3] = np.nan
+    da = xr_raster(z)
+    ds = terrain.flow(da)
+    assert ds.direction.rio.nodata == 255 and np.isnan(ds.accumulation.rio.nodata)
+    ds.direction.rio.to_raster(tmp_path / "d.tif")
+    with rasterio.open(tmp_path / "d.tif") as src:
+        assert src.nodata == 255 and src.read(1)[2, 3] == 255
+    cd = terrain.cost_distance(da, points=[(505.0, 995.0)])
+    assert cd.allocation.rio.nodata == -1 and cd.backlink.rio.nodata == 255
+    assert np.isnan(cd.distance.rio.nodata) and rioxarray
+
+
+def xr_raster(z):
+    import xarray as xr
+    rows, cols = z.shape
+    return xr.DataArray(z, dims=("y", "x"), coords={"y": 1000.0 - 10 * np.arange(rows) - 5,
+                                                    "x": 500.0 + 10 * np.arange(cols) + 5})

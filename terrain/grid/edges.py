@@ -23,7 +23,7 @@ from ..errors import InputError
 __all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "MAX_TILE", "weight_model_code",
            "check_connectivity", "horizontal_lengths", "edge_id", "edge_endpoints",
            "grid_edges", "edge_keys", "order_bits", "edge_weights_np", "block_sides",
-           "WeightSum"]
+           "WeightSum", "check_weight_range"]
 
 WEIGHT_MODELS = ("max", "absdiff", "slope", "length3d")
 MAX_TILE = 1 << 15  # 4 * tile² local edge indices must fit 32 bits
@@ -66,6 +66,28 @@ def horizontal_lengths(cellsize=(1.0, 1.0)):
                          "diagonal's length cannot be computed)")
     diag = math.sqrt(dx * dx + dy * dy)
     return np.array([dx, dy, diag, diag], dtype=np.float64)
+
+
+def check_weight_range(zmin, zmax, weight, cellsize=(1.0, 1.0), where="dem"):
+    """:class:`InputError` when elevations from ``zmin`` to ``zmax`` can make a ``weight``
+    beyond float32's range (the weights' type): an infinite weight ties with every other
+    one, and the forest is then no minimum (``max`` takes an elevation itself: none).
+
+    >>> check_weight_range(-3e38, 3e38, "max")
+    >>> check_weight_range(-3e38, 3e38, "absdiff")
+    Traceback (most recent call last):
+    terrain.errors.InputError: dem: elevations from -3e+38 to 3e+38: absdiff weights up to 6e+38 lie beyond float32's range (3.4e+38)
+    """
+    model = weight_model_code(weight)
+    if model == 0 or zmin is None or zmax is None:
+        return
+    rise = float(zmax) - float(zmin)
+    hlen = horizontal_lengths(cellsize)
+    top = {1: rise, 2: rise / float(hlen.min()), 3: math.hypot(float(hlen.max()), rise)}[model]
+    if not top <= float(np.finfo(np.float32).max):
+        raise InputError(f"{where}: elevations from {float(zmin):.6g} to {float(zmax):.6g}: "
+                         f"{WEIGHT_MODELS[model]} weights up to {top:.6g} lie beyond "
+                         "float32's range (3.4e+38)")
 
 
 def edge_id(row, col, direction, ncols):
@@ -114,12 +136,14 @@ def edge_weights_np(z_owner, z_other, d, model, hlen):
         w = np.maximum(za, zb)
     else:
         dz = np.abs(za.astype(np.float64) - zb.astype(np.float64))
-        if model == 1:
-            w = dz.astype(np.float32)
-        elif model == 2:
-            w = (dz / hlen[d]).astype(np.float32)
-        else:
-            w = np.sqrt(hlen[d] * hlen[d] + dz * dz).astype(np.float32)
+        # beyond float32: inf, which check_weight_range refuses before any output
+        with np.errstate(over="ignore"):
+            if model == 1:
+                w = dz.astype(np.float32)
+            elif model == 2:
+                w = (dz / hlen[d]).astype(np.float32)
+            else:
+                w = np.sqrt(hlen[d] * hlen[d] + dz * dz).astype(np.float32)
     w += np.float32(0)  # -0.0 + 0.0 is +0.0 under round-to-nearest; any other w is kept
     return w
 

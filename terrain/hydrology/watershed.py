@@ -21,6 +21,8 @@ Examples
 
 import ctypes
 
+import warnings
+
 import numpy as np
 
 from .. import native
@@ -67,8 +69,9 @@ def cycle_cell(d):
 def watershed(direction, outlets):
     """int32 labels of the cells draining to each outlet cell (module docstring).
 
-    ``outlets``: ``[(row, col), ...]``; a cell named twice keeps its first label. Each cell's
-    path is walked down once (``terrain_ws_basins``): the codes and 4 bytes of labels a cell.
+    ``outlets``: ``[(row, col), ...]``; a cell named twice keeps its first label (a warning
+    names the labels left empty). Each cell's path is walked down once
+    (``terrain_ws_basins``): the codes and 4 bytes of labels a cell.
     """
     d = np.ascontiguousarray(direction, np.uint8)
     if d.ndim != 2:
@@ -78,7 +81,10 @@ def watershed(direction, outlets):
     for n, (r, c) in enumerate(_outlet_cells(outlets, R, C), start=1):
         if d[r, c] == 255:
             raise InputError(f"outlet cell ({r}, {c}) is nodata")
-        first.setdefault(r * C + c, n)
+        kept = first.setdefault(r * C + c, n)
+        if kept != n:
+            warnings.warn(f"outlets {kept} and {n} lie on one cell ({r}, {c}): label {n} "
+                          "is left empty", UserWarning, stacklevel=1)
     cells = np.array(sorted(first), np.int64)
     status, labels, bad = _basins(d, cells, np.array([first[c] for c in cells.tolist()],
                                                      np.int32))
@@ -214,5 +220,7 @@ def stream_links(direction, accumulation, threshold):
         last = chain[-1] if end_outlet or len(chain) == 1 else chain[-2]
         links.append({"cells": [divmod(int(cells[i]), C) for i in chain],
                       "order": int(strahler[start]), "upstream": float(acc[last]),
-                      "outlet": bool(end_outlet)})
+                      # its last cell drains nowhere: an outlet, also where it is the
+                      # confluence that starts the outlet's own link of one cell
+                      "outlet": bool(down[chain[-1]] < 0)})
     return links

@@ -453,7 +453,8 @@ def check_readable_file(path):
 
 def _split_header(path, head, size):
     """Header lines as ``(lineno, raw_key, rest)``, plus the data's byte offset and line;
-    the header ends at the first line that starts (after blanks) like a number or ``*``."""
+    the header ends at the first line that starts (after blanks) like a number or ``*``, or
+    with a word that is one (``nan``, ``inf``)."""
     entries = []
     pos = 3 if head.startswith(b"\xef\xbb\xbf") else 0  # a UTF-8 byte order mark
     lineno = 1
@@ -464,6 +465,9 @@ def _split_header(path, head, size):
         if first < len(head) and chr(head[first]) in "0123456789+-.*":
             return entries, pos, lineno
         nl = head.find(b"\n", pos)
+        token = head[first:nl if nl >= 0 else len(head)].split(None, 1)[:1]
+        if token and _number(token[0]):  # nan or inf: a data row, which the values refuse
+            return entries, pos, lineno
         if nl < 0:
             if len(head) < size:
                 raise InputError(f"{path}:{lineno}: header line too long or not a grid header")
@@ -476,6 +480,14 @@ def _split_header(path, head, size):
             return entries, size, lineno + 1  # header only: no data lines
         pos = nl + 1
         lineno += 1
+
+
+def _number(token):
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
 
 
 def _shown(text, limit=40):

@@ -436,15 +436,16 @@ def path_format(path, what="paths"):
 
 
 def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths",
-                layer="paths", name=None):
+                layer="paths", name=None, fields=None):
     """Write LineStrings (lists of map ``(x, y)`` in ``crs``, WKT) with their properties
     (dicts of the same keys: numbers, bools, strings): as an RFC 7946 GeoJSON
     FeatureCollection in WGS 84 (without a CRS, as they are, with a ``crs`` member saying
     so), or as the layer ``layer`` of a GeoPackage or FlatGeobuf (``fmt``, as
     :func:`path_format` names it) in ``crs`` itself. ``name``: the output as its errors
-    call it (``target`` may be a partial beside it)."""
+    call it (``target`` may be a partial beside it); ``fields``: name -> NumPy type of the
+    properties, what a layer of no lines still declares."""
     if fmt in ("GPKG", "FlatGeobuf"):
-        _write_ogr_lines(target, lines, properties, crs, fmt, layer, name or target)
+        _write_ogr_lines(target, lines, properties, crs, fmt, layer, name or target, fields)
         return
     if fmt != "geojson":
         raise InputError(f"{target}: unknown {what} format {fmt!r}")
@@ -475,7 +476,7 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
     Path(target).write_text(json.dumps(doc))
 
 
-def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown):
+def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown, types=None):
     """:func:`write_paths` through OGR (pyogrio): WKB LineStrings, one field a property."""
     import pyogrio.raw
     geometry = np.empty(len(lines), object)
@@ -484,10 +485,11 @@ def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown):
         if len(a) == 1:
             a = np.concatenate([a, a])  # a LineString needs two positions
         geometry[i] = struct.pack("<BII", 1, 2, len(a)) + a.tobytes()
-    names = list(properties[0]) if properties else []
+    names = list(properties[0]) if properties else list(types or ())
     fields = []
     for name in names:
-        values = np.asarray([p[name] for p in properties])
+        values = np.asarray([p[name] for p in properties],
+                            None if properties else (types or {})[name])
         fields.append(values.astype(object) if values.dtype.kind == "U" else values)
     # FlatGeobuf's spatial index would order the features by place: kept in their order
     options = {"SPATIAL_INDEX": "NO"} if driver == "FlatGeobuf" else {}

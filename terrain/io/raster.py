@@ -108,8 +108,30 @@ class RasterGrid(Grid):
         if given is not out:
             with np.errstate(over="ignore"):  # nodata only, set to NaN below
                 out[...] = given
+            if given.dtype.kind in "iu" and given.dtype.itemsize >= 4:
+                _warn_rounded(self.path, given, out, mask, a)
         if mask is not None and mask.any():
             out[mask] = np.nan
+
+
+#: the rasters whose rounding was said (once a file, not once a piece)
+_ROUNDED = set()
+
+
+def _warn_rounded(path, given, out, mask, row0):
+    """A warning, once a file, where integers of ``given`` (32 or 64 bits) are not float32
+    values (beyond 2^24 in magnitude): elevations are float32, and a pit of one unit above
+    16777216 would read as a flat."""
+    lost = out.astype(given.dtype) != given  # nodata cells: set to NaN after
+    if mask is not None:
+        lost &= ~mask
+    if not lost.any() or str(path) in _ROUNDED:
+        return
+    _ROUNDED.add(str(path))
+    r, c = (int(v) for v in np.argwhere(lost)[0])
+    warnings.warn(f"{path}: {given.dtype} values beyond 2^24 are rounded to float32 "
+                  f"(elevations' type): {int(given[r, c])} at cell ({row0 + r}, {c}) reads as "
+                  f"{float(out[r, c]):.0f}", UserWarning, stacklevel=1)
 
 
 def nodata_value(dtype, nodata):

@@ -356,15 +356,18 @@ def input_fingerprint(path):
 
 
 def store_state(url, options=None):
-    """``"store"`` when ``url`` holds a published store (its root metadata), ``"partial"``
-    when it holds objects but no root metadata (a run that died while writing), else None.
-    An unreachable store (no bucket, no credentials) is an :class:`InputError` naming it."""
+    """``"store"`` when ``url`` holds a published store (its root metadata), ``"file"`` when
+    it is an object (a file output: an upload appears whole), ``"partial"`` when it holds
+    objects but no root metadata (a run that died while writing), else None. An
+    unreachable store (no bucket, no credentials) is an :class:`InputError` naming it."""
     url, options = _split(url, options)
     fs, root = _fs(url, options)
     try:
         if fs.exists(_join(root, ROOT_METADATA)):
             return "store"
-        if fs.exists(root) and (fs.isfile(root) or fs.find(root, maxdepth=None)):
+        if fs.isfile(root):
+            return "file"
+        if fs.exists(root) and fs.find(root, maxdepth=None):
             return "partial"
         return None
     except (OSError, PermissionError, ValueError) as e:
@@ -375,19 +378,38 @@ def _short(e):
     return " ".join(str(e).split())[:200] or type(e).__name__
 
 
+def _place(url):
+    """``url`` as the place it names: its filesystem's own protocol (``s3a://`` and
+    ``s3://`` are one bucket) and path, without a trailing slash.
+
+    >>> _place("memory://b/x.zarr/")
+    'memory:///b/x.zarr'
+    """
+    import fsspec
+    url = str(url).rstrip("/")
+    protocol, _ = fsspec.core.split_protocol(url)
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError):
+        return url
+    own = cls.protocol if isinstance(cls.protocol, str) else cls.protocol[0]
+    return f"{own}://{cls._strip_protocol(url).rstrip('/')}"
+
+
 def check_url_output(url, overwrite=False, inputs=(), options=None):
-    """Refuse ``url`` as an output before any work: an input, inside one or holding one,
-    or a published store without ``overwrite`` (:class:`~terrain.io.outputs.OutputExists`)."""
-    target = url.rstrip("/")
-    for i in inputs:
-        if not isinstance(i, str) or not is_url(i):
+    """Refuse ``url`` as an output before any work: an input, inside one or holding one
+    (under any of its filesystem's protocols), or a published store without ``overwrite``
+    (:class:`~terrain.io.outputs.OutputExists`)."""
+    target = _place(url)
+    for given in inputs:
+        if not isinstance(given, str) or not is_url(given):
             continue
-        i = i.rstrip("/")
+        i = _place(given)
         if i == target:
-            raise InputError(f"{url}: output is the input {i}")
+            raise InputError(f"{url}: output is the input {given}")
         if i.startswith(target + "/") or target.startswith(i + "/"):
-            raise InputError(f"{url}: output overlaps the input {i}")
-    if store_state(url, options) == "store" and not overwrite:
+            raise InputError(f"{url}: output overlaps the input {given}")
+    if store_state(url, options) in ("store", "file") and not overwrite:
         raise OutputExists(f"{url}: output exists")
     _probe(url, options)
 
@@ -396,6 +418,8 @@ def _probe(url, options):
     """Write and delete a probe object under ``url``: a missing bucket or a read-only
     credential fails before the work."""
     fs, root = _fs(url, options)
+    if fs.isfile(root):  # a file output there (replaced): the probe beside it
+        root = root.rstrip("/").rpartition("/")[0]
     probe = _join(root, f".terrain-probe-{uuid.uuid4().hex}")
     try:
         fs.pipe_file(probe, b"")
@@ -586,9 +610,11 @@ def _make_room(fs, root, url, overwrite, options, notify, resume=False):
     removed with a notice, or kept with ``resume`` (the resumed run decides what of it to
     reuse: ``pipelines._resume.prepare_resume``)."""
     state = store_state(url, options)
-    if state == "store":
-        if not overwrite:
-            raise OutputExists(f"{url}: output exists")
+    if state in ("store", "file") and not overwrite:
+        raise OutputExists(f"{url}: output exists")
+    if state == "file":
+        fs.rm(root)
+    elif state == "store":
         fs.rm(_join(root, ROOT_METADATA))  # unpublished before any object changes
         _remove_prefix(fs, root)
     elif state == "partial" and resume:
@@ -673,11 +699,13 @@ def url_output(target, overwrite=False, *, inputs=(), key=None, resume=False, no
 def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False):
     """Where a command writes ``target``: :func:`url_output` for a URL or a
     :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: the run's key,
-    its partial's name there, its checkpoints' folder at a URL). A local input that another
-    command rewrites while the block runs is an :class:`InputError` before anything is
-    published: the result would hold some of each (and record the new one's fingerprint)."""
-    local = [Path(i) for i in inputs if i is not None and not is_remote(i) and Path(i).exists()]
-    before = [_fingerprint_now(i) for i in local]
+    its partial's name there, its checkpoints' folder at a URL). An input (a local one, or a
+    store at a URL: its objects' versions) that another command rewrites while the block
+    runs is an :class:`InputError` before anything is published: the result would hold
+    some of each (and record the new one's fingerprint)."""
+    watched = [i if is_remote(i) else Path(i) for i in inputs
+               if i is not None and (is_remote(i) or Path(i).exists())]
+    before = [_fingerprint_now(i) for i in watched]
     if is_remote(target):
         out = url_output(target, overwrite, inputs=inputs, key=key, resume=resume)
     else:
@@ -686,17 +714,17 @@ def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False):
                             key=key, resume=resume)
     with out as tmp:
         yield tmp
-        for path, seen in zip(local, before):
+        for path, seen in zip(watched, before):
             if _fingerprint_now(path) != seen:
                 raise InputError(f"{path}: changed while this run read it (written by another "
                                  f"command): {target} not written; run it again")
 
 
 def _fingerprint_now(path):
-    """:func:`input_fingerprint` of a local input, None where it is gone or no store."""
+    """:func:`input_fingerprint` of an input, None where it is gone or no store."""
     try:
         return input_fingerprint(path)
-    except OSError:
+    except (OSError, InputError):
         return None
 
 

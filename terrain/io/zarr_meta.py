@@ -35,6 +35,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..errors import InputError
 from .remote import is_remote, store_for
 
 __all__ = ["open_group", "open_array", "Group", "Array", "consolidate", "codec", "as_codec",
@@ -142,8 +143,10 @@ def open_group(path, mode="r"):
         raise FileExistsError(f"{root}: a Zarr node is there already")
     if doc is None:
         _write_group(root)
-    elif doc.get("node_type") != "group":
-        raise FileExistsError(f"{root}: an array, not a group")
+    elif doc.get("node_type") != "group":  # a layer named where its store is meant
+        raise InputError(f"{root}: a layer of the store {root.parent}, not a store (give "
+                         f"{root.parent})" if _read(root.parent) is not None else
+                         f"{root}: a Zarr array, not a store")
     return Group(root)
 
 
@@ -157,10 +160,16 @@ def open_array(store, name):
 
 
 def _read(folder):
+    path = Path(folder) / ZARR_JSON
     try:
-        return json.loads((Path(folder) / ZARR_JSON).read_text())
+        doc = json.loads(path.read_text())
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except (ValueError, UnicodeDecodeError):  # JSONDecodeError is a ValueError
+        raise InputError(f"{path}: not valid JSON (the store is damaged)") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: not a Zarr document (the store is damaged)")
+    return doc
 
 
 def _write(folder, doc):

@@ -206,6 +206,8 @@ def open_store(path, mode="r"):
         group["elevation"]
         if "terrain" not in group.attrs:
             raise KeyError("terrain")
+    except InputError:  # a damaged document, a layer named for its store: said as it is
+        raise
     except Exception:
         raise InputError(f"{path}: not a terrain tile store") from None
     check_store(p, group)
@@ -253,7 +255,14 @@ def check_store(path, group):
             raise InputError(f"{path}: {name} has {group[name].shape[0]} values for "
                              f"{shape[axis]} {'rows' if axis == 0 else 'columns'}: the shape "
                              "was edited or the store is damaged")
-    for name, arr in group.arrays():
+    sharded = [(name, arr) for name, arr in group.arrays() if arr.shards is not None]
+    listed = [name for name, arr in sharded if INVENTORY_ATTR in arr.attrs]
+    for name, arr in sharded:  # a finished store lists every array's shards (seal_store)
+        if listed and INVENTORY_ATTR not in arr.attrs:
+            raise InputError(f"{path}: {name} has lost its list of shard files, which its "
+                             f"other arrays keep (the store was edited or is damaged): a "
+                             "missing shard would read as nodata")
+    for name, arr in sharded:
         if INVENTORY_ATTR not in arr.attrs:
             continue
         try:

@@ -149,6 +149,12 @@ def test_flow_and_streams_of_a_geographic_dem_warn_of_degrees(tmp_path, capsys):
     assert rc == 0 and err == (f"terrain: warning: {tmp_path / 'f.zarr'}: the CRS (EPSG:4326) "
                                "is geographic: cells are in degrees, so are the links' "
                                "lengths; reproject the DEM to a projected CRS for metres\n"), err
+    rc, out, err = run_main(capsys, "watershed", tmp_path / "f.zarr", "--outlet-cell", "5,5",
+                            "-o", tmp_path / "w.tif", scheduler=None)  # areas in degrees²
+    assert rc == 0 and err == (f"terrain: warning: {tmp_path / 'f.zarr'}: the CRS (EPSG:4326) "
+                               "is geographic: cells are in degrees, so are the basins' areas "
+                               "and the snap distance; reproject the DEM to a projected CRS "
+                               "for metres\n"), err
 
 
 @pytest.mark.parametrize("affine, message", [

@@ -148,3 +148,25 @@ def test_geotiff_dir_is_made_when_its_parent_exists(workdir):
     assert sorted(p.name for p in (workdir / "tifs").iterdir()) == \
         ["allocation.tif", "backlink.tif", "distance.tif"]
     assert (workdir / "c2.zarr" / "zarr.json").is_file()
+
+
+def test_a_finished_run_exits_0_whatever_its_standard_output(tmp_path):
+    """The run's outputs complete, then its summary failed: stdout closed (``>&-``: Python's
+    ``sys.stdout`` is None) or an encoding without the path's characters
+    (``PYTHONIOENCODING=ascii``) gave a traceback and exit 1, and a rerun "output exists"."""
+    import os
+    import subprocess
+    import sys
+
+    from cli import child_env
+    (tmp_path / "ñ.asc").write_text(HEADER + ROWS)
+    closed = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "ñ.asc", "-o",
+                             "closed.zarr"], cwd=tmp_path, env=child_env(), text=True,
+                            stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 0 and closed.stderr == "", closed.stderr
+    ascii_ = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "ñ.asc", "-o",
+                             "ñ.zarr"], cwd=tmp_path, env=child_env(PYTHONIOENCODING="ascii"),
+                            capture_output=True, text=True)
+    assert ascii_.returncode == 0 and ascii_.stderr == "", ascii_.stderr
+    assert "\\xf1.zarr" in ascii_.stdout
+    assert (tmp_path / "closed.zarr").is_dir() and (tmp_path / "ñ.zarr").is_dir()

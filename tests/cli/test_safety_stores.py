@@ -71,6 +71,47 @@ def test_deleted_shard_is_refused_by_the_shard_reader(copy):
         read_block(store.path, "elevation", (0, 2200, 0, 400))
 
 
+def test_an_array_that_lost_its_shard_list_is_refused(store, copy):
+    """A finished store lists every sharded array's shards; an array whose list was edited
+    away (its siblings keep theirs) read a deleted shard as nodata, exit 0, ``info``
+    counting no nodata."""
+    proc = run_terrain("mst", store.parent / "g.asc", "-o", "m.zarr", "--backend", "cpu",
+                       "--tile", "256", *SYNC, cwd=copy)  # the DEM's elevation and its mst
+    assert proc.returncode == 0, proc.stderr
+    _edit_json(copy / "m.zarr" / "elevation" / "zarr.json",
+               lambda d: d["attributes"].pop("terrain_shards"))
+    os.remove(copy / "m.zarr" / "elevation" / "c" / "1" / "0")
+    for argv in (["info", "m.zarr"], ["mst", "m.zarr", "-o", "m2.zarr", *SYNC]):
+        proc = run_terrain(*argv, cwd=copy)
+        assert_one_line_error(proc, "terrain: m.zarr: elevation has lost its list of shard "
+                                    "files")
+    assert sorted(os.listdir(copy)) == ["m.zarr", "s.zarr"]
+
+
+@pytest.mark.parametrize("damaged", ["zarr.json", "elevation/zarr.json"])
+def test_damaged_metadata_is_one_line(copy, damaged):
+    """A truncated or unparsable zarr.json: json's traceback before, exit 1."""
+    path = copy / "s.zarr" / damaged
+    path.write_text(path.read_text()[:50])
+    for argv in (["info", "s.zarr"], ["plot", "s.zarr", "-o", "p.png"],
+                 ["fill", "s.zarr", "-o", "f.zarr", *SYNC]):
+        proc = run_terrain(*argv, cwd=copy)
+        assert_one_line_error(proc, f"terrain: {path.relative_to(copy)}: not valid JSON (the "
+                                    "store is damaged)")
+    assert sorted(os.listdir(copy)) == ["s.zarr"]
+
+
+def test_a_layer_given_for_its_store_says_so(copy):
+    """``info s.zarr/elevation`` (a layer's folder): zarr_meta's FileExistsError traceback
+    before."""
+    for argv in (["info", "s.zarr/elevation"], ["verify", "s.zarr/elevation"],
+                 ["fill", "s.zarr/elevation", "-o", "f.zarr"]):
+        proc = run_terrain(*argv, cwd=copy)
+        assert_one_line_error(proc, "terrain: s.zarr/elevation: a layer of the store s.zarr, "
+                                    "not a store (give s.zarr)")
+    assert sorted(os.listdir(copy)) == ["s.zarr"]
+
+
 def test_flipped_bits_in_chunk_data_are_refused(copy):
     shard = copy / "s.zarr" / "elevation" / "c" / "0" / "0"
     data = bytearray(shard.read_bytes())

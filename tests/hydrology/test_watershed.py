@@ -61,10 +61,15 @@ def test_strahler_order_against_networkx():
         ups = [order[u] for u in g.predecessors(v)]
         order[v] = 1 if not ups else max(ups) + (ups.count(max(ups)) >= 2)
     cells = set()
+    starts = {link["cells"][0] for link in links}
     for link in links:
         r, c = link["cells"][0]
         assert link["order"] == order[r * C + c]
-        own = link["cells"] if link["outlet"] else link["cells"][:-1]
+        # a link ends at the confluence that starts the next one (an outlet's too)
+        ends_at_start = len(link["cells"]) > 1 and link["cells"][-1] in starts
+        own = link["cells"][:-1] if ends_at_start else link["cells"]
+        last = link["cells"][-1]
+        assert link["outlet"] == (d[last] == 0)
         for r, c in own:
             assert order[r * C + c] == link["order"]
             assert (r, c) not in cells
@@ -134,6 +139,58 @@ def test_links_of_one_cell_are_counted_not_written_as_lines(utm_flow, tmp_path, 
     feats = json.loads((tmp_path / "s.geojson").read_text())["features"]
     assert summary["one_cell_links"] == single and len(feats) == len(links) - single
     assert all(len({tuple(p) for p in f["geometry"]["coordinates"]}) >= 2 for f in feats)
+
+
+def test_links_into_an_outlet_confluence_end_at_the_outlet(tmp_path, capsys):
+    """A tilted plane draining to its corner: the links meeting at the outlet cell end at an
+    outlet (all said False, as the outlet's own link of one cell, not written, was the one
+    that did), and the order there (two order-2 streams meeting: 3) is the network's."""
+    import pyogrio
+    r, c = np.mgrid[0:6, 0:6]
+    tif = write_utm_tif(tmp_path / "corner.tif", (20.0 - r - c).astype(np.float32))
+    assert run_main(capsys, "flow", tif, "-o", tmp_path / "f.zarr")[0] == 0
+    rc, out, err = run_main(capsys, "streams", tmp_path / "f.zarr", "--threshold", "3", "-o",
+                            tmp_path / "s.gpkg", "--json", scheduler=None)
+    assert rc == 0, err
+    summary = json.loads(out)
+    meta, _, _, values = pyogrio.raw.read(tmp_path / "s.gpkg")
+    field = dict(zip(meta["fields"], values))
+    assert int(np.sum(field["outlet"])) >= 2 and summary["one_cell_links"] == 1
+    assert summary["max_order"] == 3 and field["order"].max() == 2
+    # no links at all: the layer keeps its fields
+    rc, out, err = run_main(capsys, "streams", tmp_path / "f.zarr", "--threshold", "1e9", "-o",
+                            tmp_path / "none.gpkg", "--json", scheduler=None)
+    assert rc == 0 and json.loads(out)["links"] == 0, err
+    info = pyogrio.read_info(tmp_path / "none.gpkg")
+    assert info["features"] == 0 and list(info["fields"]) == [
+        "order", "upstream", "outlet", "cells", "length"]
+
+
+def test_outlets_on_one_cell_and_damaged_directions_are_said(utm_flow, tmp_path, capsys):
+    """One outlet given twice left its second label empty, silently; a cycle in the
+    directions was said by ``streams`` without the store's name (``watershed`` named it)."""
+    rc, out, err = run_main(capsys, "watershed", utm_flow, "--outlet-cell", "30,20",
+                            "--outlet-cell", "30,20", "-o", tmp_path / "w.tif", "--json",
+                            scheduler=None)
+    assert rc == 0 and [o["cells"] > 0 for o in json.loads(out)["outlets"]] == [True, False]
+    assert err == ("terrain: warning: outlets 1 and 2 lie on one cell (30, 20): label 2 is "
+                   "left empty\n"), err
+    import zarr
+    shutil.copytree(utm_flow, tmp_path / "cycle.zarr")
+    g = zarr.open_group(str(tmp_path / "cycle.zarr"), mode="r+")
+    d = g["direction"][:]
+    d[5, 15], d[5, 16] = 1, 16  # east, then back west
+    g["direction"][:] = d
+    g["accumulation"][5:7, 15:17] = 1e6
+    from terrain.io.outputs import seal_store
+    seal_store(tmp_path / "cycle.zarr")
+    for argv in (["streams", tmp_path / "cycle.zarr", "--threshold", "2", "-o",
+                  tmp_path / "s.geojson"],
+                 ["watershed", tmp_path / "cycle.zarr", "--outlet-cell", "5,15", "-o",
+                  tmp_path / "c.tif"]):
+        rc, _, err = run_main(capsys, *argv, scheduler=None)
+        assert rc == 2 and err == (f"terrain: {tmp_path / 'cycle.zarr'}: direction: the flow "
+                                   "directions hold a cycle\n"), err
 
 
 def test_watershed_command(utm_flow, tmp_path, capsys):

@@ -131,3 +131,54 @@ def test_an_infinite_friction_is_a_wall_and_an_infinite_elevation_refused(tmp_pa
     rc, _, err = run_main(capsys, "mst", path, "-o", tmp_path / "m.zarr")
     assert rc == 2 and err.strip().endswith("fr.tif: value inf at cell (row, col) = (5, 0): "
                                             "elevations are finite numbers"), err
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "int64"])
+def test_integers_float32_cannot_hold_are_said_once(tmp_path, dtype):
+    """A pit one unit deep above 2^24 read as a flat, silently (elevations are float32):
+    a warning names the file and the first such cell, once a file; exact integers none."""
+    import warnings
+
+    import rasterio
+    from rasterio.transform import from_origin
+    z = np.full((40, 5), 16777220, dtype)
+    z[1:4, 1:4], z[2, 2], z[0, 0] = 16777217, 16777216, 16777210
+    path = tmp_path / f"pit-{dtype}.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=40, width=5, count=1, dtype=dtype,
+                       transform=from_origin(0, 400, 10, 10), blockysize=8) as dst:
+        dst.write(z, 1)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        got_z, _ = read_grid(path)
+    said = [str(w.message) for w in got if "2^24" in str(w.message)]
+    assert said == [f"{path}: {dtype} values beyond 2^24 are rounded to float32 (elevations' "
+                    "type): 16777217 at cell (1, 1) reads as 16777216"], said
+    assert got_z[1, 1] == np.float32(16777217)  # what float32 holds: 16777216
+    small = tmp_path / f"small-{dtype}.tif"
+    with rasterio.open(small, "w", driver="GTiff", height=40, width=5, count=1, dtype=dtype,
+                       transform=from_origin(0, 400, 10, 10)) as dst:
+        dst.write((z - 16777000).astype(dtype), 1)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        read_grid(small)
+    assert not [w for w in got if "2^24" in str(w.message)]
+
+
+@pytest.mark.parametrize("weight", ["absdiff", "slope", "length3d"])
+def test_weights_beyond_float32_are_refused_before_any_output(tmp_path, capsys, weight):
+    """Elevations within float32 whose differences are not: the weights were inf (exit 0,
+    a forest that is no minimum, which verify passed, comparing the same infinities)."""
+    from cli import run_main
+    import terrain
+    path = tmp_path / "ov.asc"
+    path.write_text("ncols 2\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+                    "NODATA_value -9999\n3.3e38 -3.3e38\n-1e38 -2e38\n")
+    rc, out, err = run_main(capsys, "mst", path, "--weight", weight, "-o", tmp_path / "m.zarr")
+    assert rc == 2 and err == (f"terrain: {path}: elevations from -3.3e+38 to 3.3e+38: "
+                               f"{weight} weights up to 6.6e+38 lie beyond float32's range "
+                               "(3.4e+38)\n"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ov.asc"]
+    with pytest.raises(InputError, match="beyond float32's range"):
+        terrain.mst(np.array([[3.3e38, -3.3e38]], np.float32), weight=weight)
+    rc, _, err = run_main(capsys, "mst", path, "--weight", "max", "-o", tmp_path / "m.zarr")
+    assert rc == 0, err

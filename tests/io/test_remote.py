@@ -251,6 +251,93 @@ def test_s3_ingest_mst_fill_bit_identical(capsys, tmp_path, dem, s3):
     assert "s3://no-such-bucket/d.zarr: cannot write there" in err
 
 
+def test_an_output_under_another_protocol_of_its_input_is_refused(capsys, dem, s3):
+    """``s3a://`` names the bucket ``s3://`` does: ``fill s3://b/g.zarr -o s3a://b/g.zarr
+    --overwrite`` took the output for another place, and replaced the DEM with its fill
+    (on a cluster: removed it)."""
+    import json
+    opts = ("--storage-options", json.dumps(s3))
+    url = "s3://terrain-test/alias/g.zarr"
+    assert run_main(capsys, "ingest", dem, "-o", url, "--tile", "128", *opts,
+                    scheduler=SYNC)[0] == 0
+    for out in (url.replace("s3://", "s3a://"), url.replace("s3://", "s3a://") + "/",
+                url.replace("s3://", "s3a://") + "/inner.zarr"):
+        rc, _, err = run_main(capsys, "fill", url, "-o", out, "--overwrite", *opts,
+                              scheduler=SYNC)
+        assert rc == 2 and err.count("\n") == 1 and f"the input {url}" in err, err
+    rc, out, err = run_main(capsys, "info", url, *opts, scheduler=None)
+    assert rc == 0 and "elevation" in out, err
+
+
+@pytest.mark.parametrize("command", ["mst", "fill"])
+def test_a_dem_store_at_a_url_rewritten_during_the_run_is_refused(tmp_path, monkeypatch,
+                                                                  command):
+    """A DEM store at a URL rewritten by another command while a result is computed from it
+    (on a cluster: exit 0, a result of neither DEM that verify failed): its objects'
+    versions are compared before the output is published, as a local store's files are."""
+    import importlib
+
+    from pipelines.ingest import ingest
+    from terrain.io import write_synth
+    write_synth(tmp_path / "a.asc", 60, 50, seed=1)
+    write_synth(tmp_path / "b.asc", 60, 50, seed=2)
+    store = f"memory://rewritten-{command}/dem.zarr"
+    ingest(tmp_path / "a.asc", store, tile=16, scheduler="synchronous")
+    module = importlib.import_module(f"pipelines.{command}")
+    real = module.finish_store
+
+    def rewritten_first(path):
+        ingest(tmp_path / "b.asc", store, tile=16, scheduler="synchronous", overwrite=True)
+        return real(path)
+
+    monkeypatch.setattr(module, "finish_store", rewritten_first)
+    out = f"memory://rewritten-{command}/out.zarr"
+    # as a cluster that shares nothing but the store runs it: the stores given as Locations
+    # (a run in this process reads a copy of the DEM, which nothing rewrites)
+    from terrain.errors import InputError
+    from terrain.io.remote import Location, store_state
+    run = getattr(module, f"run_{command}")
+    with pytest.raises(InputError) as e:
+        run(Location(store), Location(out), backend="cpu", scheduler="synchronous")
+    assert str(e.value) == (f"{store}: changed while this run read it (written by another "
+                            f"command): {out} not written; run it again")
+    assert store_state(out) is None
+
+
+def test_watershed_and_streams_read_and_write_urls(capsys, tmp_path, dem):
+    """A flow store at a URL (``no such flow store`` before: the commands took no URL), file
+    outputs at a URL (an existing one kept without ``--overwrite``: it was taken for a
+    killed run's partial), and a batch into a URL (``cannot create s3:/...``): refused."""
+    import rasterio
+    url = "memory://hydro-urls"
+    assert run_main(capsys, "flow", dem, "-o", f"{url}/f.zarr", scheduler=SYNC)[0] == 0
+    assert run_main(capsys, "flow", dem, "-o", tmp_path / "f.zarr", scheduler=SYNC)[0] == 0
+    for where in (f"{url}/f.zarr", tmp_path / "f.zarr"):
+        tag = "url" if where == f"{url}/f.zarr" else "local"
+        rc, _, err = run_main(capsys, "watershed", where, "--outlet-cell", "20,30", "-o",
+                              tmp_path / f"w-{tag}.tif", scheduler=None)
+        assert rc == 0, err
+        rc, _, err = run_main(capsys, "streams", where, "--threshold", "30", "-o",
+                              tmp_path / f"s-{tag}.geojson", scheduler=None)
+        assert rc == 0, err
+    with rasterio.open(tmp_path / "w-url.tif") as a, rasterio.open(tmp_path / "w-local.tif") as b:
+        np.testing.assert_array_equal(a.read(1), b.read(1))
+    assert (tmp_path / "s-url.geojson").read_text() == (tmp_path / "s-local.geojson").read_text()
+    out = f"{url}/s.geojson"
+    argv = ["streams", f"{url}/f.zarr", "--threshold", "30", "-o", out]
+    assert run_main(capsys, *argv, scheduler=None)[0] == 0
+    rc, _, err = run_main(capsys, *argv, scheduler=None)
+    assert rc == 2 and "output exists" in err, err
+    assert run_main(capsys, *argv, "--overwrite", scheduler=None)[0] == 0
+    import fsspec
+    assert fsspec.filesystem("memory").cat_file(out.split("://")[1]).decode() == (
+        tmp_path / "s-local.geojson").read_text()
+    rc, _, err = run_main(capsys, "batch", "mst", dem, "-o", f"{url}/batch", scheduler=SYNC)
+    assert rc == 2 and err.strip() == (f"terrain: {url}/batch: a batch writes into a local "
+                                       "folder (its outputs, manifest and lock); run the "
+                                       "command for each file to write at a URL"), err
+
+
 def test_url_blocks_read_whole_shard_objects(monkeypatch):
     """read_block at a URL fetches each whole shard's object once and decodes it as a local
     file's: the cells zarr reads, fill where a chunk or a shard is absent; write_block there

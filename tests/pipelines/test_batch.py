@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import run_terrain
+from cli import assert_one_line_error, run_terrain
 
 from terrain.io import read_grid
 
@@ -418,3 +418,24 @@ def test_batch_cost_distance_on_the_gpu_equals_each_run(tmp_path):
     rows = _manifest(tmp_path / "out")
     assert sorted(rows) == ["d1.asc", "d2.asc"]
     assert {r["status"] for r in rows.values()} == {"done"}
+
+
+def test_a_users_own_manifest_file_is_not_replaced(tmp_path):
+    """``manifest.json`` / ``.csv`` in OUTDIR that are not a batch's (a user's notes) were
+    replaced silently; refused now, before any file runs, unless ``--overwrite``."""
+    from terrain.io import write_synth
+    write_synth(tmp_path / "a.asc", 20, 30, seed=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, text in (("manifest.csv", "my precious data\n"), ("manifest.json", '{"mine": 1}')):
+        (out / name).write_text(text)
+        proc = run_terrain("batch", "ingest", "a.asc", "-o", "out", "--tile", "16",
+                           "--scheduler", "synchronous", cwd=tmp_path)
+        assert_one_line_error(proc, f"terrain: out/{name}: not a batch's manifest")
+        assert (out / name).read_text() == text and sorted(os.listdir(out)) == [name]
+        (out / name).unlink()
+    _ok("batch", "ingest", "a.asc", "-o", "out", "--tile", "16", cwd=tmp_path)
+    _ok("batch", "ingest", "a.asc", "-o", "out", "--tile", "16", cwd=tmp_path)  # its own
+    (out / "manifest.json").write_text("notes, not json")
+    _ok("batch", "ingest", "a.asc", "-o", "out", "--tile", "16", "--overwrite", cwd=tmp_path)
+    assert json.loads((out / "manifest.json").read_text())["command"] == "ingest"

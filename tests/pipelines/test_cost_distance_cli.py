@@ -267,7 +267,8 @@ def test_start_values_equal_grass_r_cost_r(tmp_path):
                                   "negative", "max-cost", "no-friction", "exists",
                                   "geotiff-file", "geotiff-exists", "start-values-points",
                                   "start-value-negative", "stop-blocked", "stop-nodata",
-                                  "memory-in-core"])
+                                  "memory-in-core", "memory-under-a-byte",
+                                  "memory-beyond-machines"])
 def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     z, path = dem
     out = tmp_path / "bad.zarr"
@@ -295,6 +296,10 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
         args += ["--stop-cell", "5,5", "--algorithm", "blocked"]
     elif case == "memory-in-core":  # a budget with nothing to choose or bound
         args += ["--algorithm", "in-core", "--memory", "100MB"]
+    elif case == "memory-under-a-byte":  # int() made 0.5B a budget of 0 bytes
+        args += ["--algorithm", "blocked", "--memory", "0.5B"]
+    elif case == "memory-beyond-machines":
+        args += ["--algorithm", "blocked", "--memory", "1e20GB"]
     elif case == "stop-nodata":
         args += ["--stop-cell", "%d,%d" % nan_cell]
     elif case == "start-values-points":  # values need a raster of them
@@ -322,6 +327,8 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     assert "Traceback" not in se
     if case == "start-value-negative":
         assert "s.asc: start cost -2.0 at cell (row, col) = (3, 4)" in lines[0], se
+    if case.startswith("memory-") and case != "memory-in-core":
+        assert "a budget from 1 kB to 1 EiB" in lines[0], se
     if case.startswith("geotiff"):  # the run and its dry run refuse alike
         want = ("tif: exists and is not a directory" if case == "geotiff-file"
                 else "allocation.tif")
