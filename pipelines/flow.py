@@ -502,7 +502,8 @@ def read_flow_store(path):
     """``(zarr group, summary)`` of a ``flow`` output store; InputError when it is not one."""
     p = Path(path)
     if not is_store(p) and not (p / "zarr.json").is_file():
-        raise InputError(f"{path}: no such flow store (terrain flow DEM -o FLOW.zarr writes one)")
+        raise InputError(f"{path}: {'not a' if p.exists() else 'no such'} flow store "
+                         "(terrain flow DEM -o FLOW.zarr writes one)")
     group = open_group(p, mode="r")
     if "direction" not in group or not isinstance(group.attrs.get("flow"), dict):
         raise InputError(f"{path}: not a flow store (no 'direction' layer and 'flow' summary)")

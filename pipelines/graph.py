@@ -371,9 +371,11 @@ def is_graph_input(path):
     except (OSError, EOFError):
         return compressed  # the graph reader names a bad gzip file; the grid path a missing one
     named = False  # a row of column names (SNAP's "source,target,weight") seen first
+    commented = False  # comment lines, which no grid format has
     for line in head.splitlines():
         text = line.strip().lower()
         if not text or text.startswith(("#", "%")):
+            commented = commented or bool(text)
             continue
         if text.startswith(_GRID_HEADERS):
             return False
@@ -396,7 +398,7 @@ def is_graph_input(path):
             named = True
             continue
         return len(tokens) >= 2 and all(t.lstrip("-").isdigit() for t in tokens[:2])
-    return False
+    return commented  # only comments so far: an edge list (the graph reader says it is empty)
 
 
 def _mst_graph_task(graph, backend):

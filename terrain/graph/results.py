@@ -21,8 +21,8 @@ def check_table_path(path, dense_ids=True):
     """Raise :class:`InputError` for a suffix :func:`write_table` cannot write."""
     suffix = Path(path).suffix.lower()
     if suffix not in TABLE_SUFFIXES:
-        raise InputError(f"{path}: unknown output format {suffix or '(no suffix)'!r} "
-                         f"(choose from {', '.join(TABLE_SUFFIXES)})")
+        raise InputError(f"{path}: unknown output format {suffix or '(no suffix)'!r} for a "
+                         f"graph's table (choose from {', '.join(TABLE_SUFFIXES)})")
     if suffix == ".npy" and not dense_ids:
         raise InputError(f"{path}: .npy holds distances by row number only, and this graph's "
                          "ids are not 0..n-1: write .parquet, .csv or .npz (with the ids)")

@@ -304,3 +304,14 @@ def test_library_nan_points_are_an_input_error(tmp_path):
     with pytest.raises(InputError, match=r"source \(nan, nan\): coordinates must be finite"):
         terrain.cost_distance(SAMPLE, points=[(np.nan, np.nan)], backend="cpu")
 
+
+
+def test_a_file_of_comments_only_is_an_empty_graph_not_a_grid(tmp_path, capsys):
+    """``mst c.txt`` of ``# ...`` lines only was read as a grid: `unknown ESRI header key
+    '#'`; no grid format has comment lines, an edge list does."""
+    from cli import run_main
+    (tmp_path / "c.txt").write_text("# a comment\n% another\n\n")
+    for command in ("mst", "bfs"):
+        extra = ["--source", "0"] if command == "bfs" else []
+        rc, _, err = run_main(capsys, command, tmp_path / "c.txt", *extra, scheduler=None)
+        assert rc == 2 and err == f"terrain: {tmp_path / 'c.txt'}: empty graph (no edges)\n", err
