@@ -123,8 +123,9 @@ PLANNERS = {}
 def register(command, planner, default_output=None, paths=None):
     """Make ``command``'s ``--dry-run`` plan with ``planner(plan, grid, args, inp, out)``,
     which returns a dict: tasks, backend, memory_per_task_bytes, memory_per_worker_bytes
-    (its tasks' and caches': the process's own :data:`PROCESS_BYTES` are added), output_bytes, partial_extra_bytes (the plan's own keys are read, not changed: rows, cols,
-    cells, shards, threads_per_worker). ``default_output(inp, args)``: the output when none
+    (its tasks' and caches': the process's own :data:`PROCESS_BYTES` are added),
+    output_bytes, partial_extra_bytes (the plan's own keys are read, not changed: rows,
+    cols, cells, shards, threads_per_worker). ``default_output(inp, args)``: the output when none
     is given; ``paths(args)``: ``(inputs besides INPUT, outputs besides OUT)``."""
     PLANNERS[command] = (planner, default_output, paths or (lambda args: ([], [])))
 

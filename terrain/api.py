@@ -374,9 +374,11 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
     z, geo = as_dem(dem)
     check_weight_units(weight, geo.crs, geo.where)
     cs = _cellsize(cellsize, geo)
-    if weight != "max":
-        stats = geo.store.attrs.get("stats") or {} if z is None else (
-            {"min": np.nanmin(z), "max": np.nanmax(z)} if np.isfinite(z).any() else {})
+    if weight != "max":  # the DEM's range (a store's ingest recorded it)
+        if z is None:
+            stats = geo.store.attrs.get("stats") or {}
+        else:
+            stats = {"min": np.nanmin(z), "max": np.nanmax(z)} if np.isfinite(z).any() else {}
         check_weight_range(stats.get("min"), stats.get("max"), weight, cs, geo.where)
     r = grid_mst(geo.store if z is None else z, connectivity=connectivity, weight=weight,
                  tile=tile, backend=backend, cellsize=cs)
