@@ -305,7 +305,8 @@ def build_parser():
                    help="keep depressions of at least A cells (their pits drain); fill the others")
     p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
                    help="in core (the grid in memory) or tiled (out of core, the quadtree "
-                        "walk); default: in core when it fits half the memory")
+                        "walk); default: in core when 24 bytes a cell fit 80%% of the "
+                        "available memory (the options that build the forest: 96 in half)")
     p.add_argument("--hierarchy", action="store_true",
                    help="also write the depression hierarchy (pits, spill levels, which "
                         "depressions merge at which level) as the table OUT.zarr/hierarchy")
@@ -472,8 +473,8 @@ def build_parser():
                        "drawn; a cost-distance map with contours and paths; or a graph's BFS "
                        "frontier size per level (with --source)")
     p.add_argument("store", metavar="STORE|GRAPH",
-                   help="a tile store, an mst or cost-distance output store; with --source: "
-                        "a graph")
+                   help="a tile store, or an mst, cost-distance, fill or flow output store; "
+                        "with --source: a graph")
     p.add_argument("--source", default=None, metavar="S[,S...]",
                    help="plot the frontier size per level of a BFS from these vertex ids of GRAPH")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of GRAPH")

@@ -479,6 +479,7 @@ def read_block(store_path, layer, window, out=None):
             or r1 > layout.shape[0] or c1 > layout.shape[1] or r0 >= r1 or c0 >= c1):
         import zarr
         arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
+        _check_window(store_path, layer, window, arr.shape)
         if out is None:
             out = np.empty((r1 - r0, c1 - c0), arr.dtype)
         out[...] = _read(arr, store_path, r0, r1, c0, c1)
@@ -487,6 +488,14 @@ def read_block(store_path, layer, window, out=None):
         out = np.empty((r1 - r0, c1 - c0), layout.dtype)
     read_window(layout, r0, r1, c0, c1, out)
     return out
+
+
+def _check_window(store_path, layer, window, shape):
+    """:class:`InputError` for a window ``(r0, r1, c0, c1)`` not inside ``shape``."""
+    r0, r1, c0, c1 = window
+    if not (0 <= r0 < r1 <= shape[0] and 0 <= c0 < c1 <= shape[1]):
+        raise InputError(f"{store_path}: rows {r0}:{r1}, columns {c0}:{c1} are not inside "
+                         f"its {layer} layer's {shape[0]} x {shape[1]} cells")
 
 
 def _read_url_block(store_path, layer, window, out):
@@ -498,6 +507,7 @@ def _read_url_block(store_path, layer, window, out):
     if shards is None or (out is not None and out.dtype != layout.dtype):
         import zarr
         arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
+        _check_window(store_path, layer, window, arr.shape)
         if out is None:
             out = np.empty((r1 - r0, c1 - c0), arr.dtype)
         out[...] = _read(arr, store_path, r0, r1, c0, c1)

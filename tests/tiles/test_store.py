@@ -9,7 +9,7 @@ import pytest
 from pipelines.ingest import ingest
 from terrain.errors import InputError
 from terrain.io import read_grid, synth_rows, write_synth
-from terrain.tiles import create_store, is_store, morton_encode, open_store
+from terrain.tiles import create_store, is_store, morton_encode, open_store, read_block
 from terrain.tiles.store import tiles_per_shard
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,3 +132,15 @@ def test_open_store_rejects_what_is_not_a_store(tmp_path):
     assert not is_store(tmp_path / "dir")
     store = create_store(tmp_path / "new.zarr", (10, 10), 4)
     assert is_store(store.path) and np.isnan(store.read_window(8, 10, 8, 10)).all()
+
+
+def test_read_block_refuses_a_window_outside_the_layer(tmp_path):
+    """A window past the layer's edge raised NumPy's broadcast error (the docs' own example
+    read 512² of a 300 x 400 store)."""
+    d = tmp_path / "s.zarr"
+    s = create_store(d, (5, 6), tile=2)
+    s.write_window("elevation", 0, 0, np.arange(30, dtype=np.float32).reshape(5, 6))
+    for window in ((0, 512, 0, 512), (0, 5, 0, 7), (-1, 2, 0, 2), (3, 3, 0, 2)):
+        with pytest.raises(InputError, match=r"are not inside its elevation layer's 5 x 6 cells"):
+            read_block(d, "elevation", window)
+    assert read_block(d, "elevation", (0, 5, 0, 6)).shape == (5, 6)
