@@ -249,9 +249,9 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
                 memory_bytes=memory_bytes),
             "input": str(inp), "friction_path": None if friction is None else str(friction)}
     _check_algorithm_options(spec["algorithm"], tile_sssp, max_height, inp)
-    if memory_bytes is not None and algorithm == "in-core":  # no choice left to it
+    if memory_bytes is not None and algorithm in ("in-core", "tiled"):  # nothing it bounds
         raise InputError(f"{inp}: a memory budget picks the algorithm or bounds the blocked "
-                         "one; this run is in-core")
+                         f"one; this run is {algorithm}")
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import blocked_spec
         blocked_spec(spec, _free_host_bytes() if memory_bytes is None else memory_bytes,

@@ -424,19 +424,20 @@ def write_hierarchy(out_path, table):
 
 
 def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=None,
-                 backend=None, scheduler=None, partial=None):
+                 backend=None, scheduler=None, partial=None, in_core="auto"):
     """Write ``filled`` (the depression fill of the ``elevation`` of ``dem_path``; outlets: the
     edge and nodata, or the ``outlets_layer`` of ``out_path``) into the store ``out_path`` by
-    :func:`fill_route`'s route (``terrain flow``'s fill); on the tiled route its steps keep
-    their results in the partial output ``partial`` when given. Returns the summary (not
-    stored)."""
+    :func:`fill_route`'s route for ``in_core`` (``terrain flow``'s fill: the tiled route when
+    the flow's was asked, whose memory is then bounded by its tiles); on the tiled route its
+    steps keep their results in the partial output ``partial`` when given. Returns the
+    summary (not stored)."""
     be = get_backend(backend)
     shape = tuple(int(s) for s in shape)
     spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
     dem = open_group(dem_path, mode="r")
     gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path)}
-    if fill_route(shape, be) == "in-core":
+    if fill_route(shape, be, in_core) == "in-core":
         from terrain.grid.cost_outputs import read_layer
         outlets = None if outlets_layer is None else read_layer(out_path, outlets_layer)
         return _run_in_core(dem_path, out_path, spec, geo, be.name, outlets, names=("filled",))

@@ -295,9 +295,10 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                     if filled and not linked:  # copied as it is
                         _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
                             dem_path, dem_layer, w)), shape, side)
-                    elif not filled:
+                    elif not filled:  # asked tiled, all of it: its RSS bounded by tiles
                         write_filled(dem_path, tmp, shape, tile, connectivity, out_layer,
-                                     be.name, scheduler, partial=tmp)
+                                     be.name, scheduler, partial=tmp,
+                                     in_core=False if route == "tiled" else "auto")
                     wall["fill"] = time.perf_counter() - t0
                     stats = _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall,
                                    filled and inp)

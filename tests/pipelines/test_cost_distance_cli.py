@@ -267,7 +267,7 @@ def test_start_values_equal_grass_r_cost_r(tmp_path):
                                   "negative", "max-cost", "no-friction", "exists",
                                   "geotiff-file", "geotiff-exists", "start-values-points",
                                   "start-value-negative", "stop-blocked", "stop-nodata",
-                                  "memory-in-core", "memory-under-a-byte",
+                                  "memory-in-core", "memory-tiled", "memory-under-a-byte",
                                   "memory-beyond-machines"])
 def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     z, path = dem
@@ -296,6 +296,8 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
         args += ["--stop-cell", "5,5", "--algorithm", "blocked"]
     elif case == "memory-in-core":  # a budget with nothing to choose or bound
         args += ["--algorithm", "in-core", "--memory", "100MB"]
+    elif case == "memory-tiled":  # the tiled algorithm's memory is its tiles': not bounded
+        args += ["--algorithm", "tiled", "--memory", "100MB"]
     elif case == "memory-under-a-byte":  # int() made 0.5B a budget of 0 bytes
         args += ["--algorithm", "blocked", "--memory", "0.5B"]
     elif case == "memory-beyond-machines":
@@ -327,7 +329,9 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     assert "Traceback" not in se
     if case == "start-value-negative":
         assert "s.asc: start cost -2.0 at cell (row, col) = (3, 4)" in lines[0], se
-    if case.startswith("memory-") and case != "memory-in-core":
+    if case == "memory-tiled":
+        assert lines[0].endswith("bounds the blocked one; this run is tiled"), se
+    if case in ("memory-under-a-byte", "memory-beyond-machines"):
         assert "a budget from 1 kB to 1 EiB" in lines[0], se
     if case.startswith("geotiff"):  # the run and its dry run refuse alike
         want = ("tif: exists and is not a directory" if case == "geotiff-file"

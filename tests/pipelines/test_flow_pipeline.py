@@ -286,6 +286,28 @@ def test_a_tiled_fill_of_a_store_is_flowed(tmp_path, monkeypatch, capsys):
                                       err_msg=name)
 
 
+def test_a_tiled_flow_asked_fills_tiled_too(tmp_path, monkeypatch, capsys):
+    """``flow --route tiled`` filled the grid in core wherever the fill fitted (its RSS grew
+    14 bytes a cell: 1.87 GB at 8192 x 16384): asked, the whole run is tiled, the same bits;
+    chosen by itself, the tiled flow still fills in core where that fits."""
+    import pipelines.fill
+    import terrain.tiles.store as store_mod
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    _, asc = _dem(tmp_path, seed=4, shape=(60, 50))
+    whole = _both_routes(capsys, tmp_path, asc, 8)["in-core"]
+    real, calls = pipelines.fill._run_in_core, []
+    monkeypatch.setattr(pipelines.fill, "_run_in_core",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    out = tmp_path / "asked.zarr"
+    rc, _, err = run_main(capsys, "flow", asc, "-o", out, "--route", "tiled", "--tile", "8",
+                          scheduler="threads")
+    assert rc == 0 and calls == [], err
+    got = _layers(out)
+    for name in whole:
+        np.testing.assert_array_equal(got[name].view(np.uint8), whole[name].view(np.uint8),
+                                      err_msg=name)
+
+
 @pytest.mark.parametrize("killed_in", ["_leaf_down", "direction_group"])
 def test_a_killed_tiled_flow_resumes_to_the_same_store(tmp_path, capsys, killed_in):
     """A tiled flow killed in its accumulation's or its directions' steps is finished by
