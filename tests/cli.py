@@ -166,3 +166,25 @@ def killed_mid_shard(marker=None, main=False):
     if main:
         source += "from terrain.run import main\nsys.exit(main(sys.argv[1:]))\n"
     return source
+
+
+def rewritten_before_finishing(monkeypatch, tmp_path, store, command):
+    """A DEM store ``store`` (a path or URL) ingested from one synthetic DEM, which another
+    command's ingest of a second one rewrites just before ``command``'s run finishes its
+    output (its module's ``finish_store``): the run must notice. Returns the module."""
+    import importlib
+
+    from pipelines.ingest import ingest
+    from terrain.io import write_synth
+    write_synth(tmp_path / "a.asc", 60, 50, seed=1)
+    write_synth(tmp_path / "b.asc", 60, 50, seed=2)
+    ingest(tmp_path / "a.asc", store, tile=16, scheduler="synchronous")
+    module = importlib.import_module(f"pipelines.{command}")
+    real = module.finish_store
+
+    def rewritten_first(path):
+        ingest(tmp_path / "b.asc", store, tile=16, scheduler="synchronous", overwrite=True)
+        return real(path)
+
+    monkeypatch.setattr(module, "finish_store", rewritten_first)
+    return module

@@ -234,23 +234,9 @@ def test_a_dem_store_rewritten_during_the_run_is_refused(tmp_path, monkeypatch, 
     """Another command rewrites the DEM store while a result is computed from it: the run
     says so and publishes nothing (it published the old DEM's result with the new DEM's
     fingerprint, and verify then failed it)."""
-    import importlib
-
-    from cli import run_main
-    from pipelines.ingest import ingest
-    from terrain.io import write_synth
-    write_synth(tmp_path / "a.asc", 60, 50, seed=1)
-    write_synth(tmp_path / "b.asc", 60, 50, seed=2)
+    from cli import rewritten_before_finishing, run_main
     store = tmp_path / "dem.zarr"
-    ingest(tmp_path / "a.asc", store, tile=16, scheduler="synchronous")
-    module = importlib.import_module(f"pipelines.{command}")
-    real = module.finish_store
-
-    def rewritten_first(path):
-        ingest(tmp_path / "b.asc", store, tile=16, scheduler="synchronous", overwrite=True)
-        return real(path)
-
-    monkeypatch.setattr(module, "finish_store", rewritten_first)
+    rewritten_before_finishing(monkeypatch, tmp_path, store, command)
     out = tmp_path / "out.zarr"
     rc, _, err = run_main(capsys, command, store, "-o", out, "--backend", "cpu")
     assert rc == 2 and err == (f"terrain: {store}: changed while this run read it (written by "

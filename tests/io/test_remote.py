@@ -275,22 +275,9 @@ def test_a_dem_store_at_a_url_rewritten_during_the_run_is_refused(tmp_path, monk
     """A DEM store at a URL rewritten by another command while a result is computed from it
     (on a cluster: exit 0, a result of neither DEM that verify failed): its objects'
     versions are compared before the output is published, as a local store's files are."""
-    import importlib
-
-    from pipelines.ingest import ingest
-    from terrain.io import write_synth
-    write_synth(tmp_path / "a.asc", 60, 50, seed=1)
-    write_synth(tmp_path / "b.asc", 60, 50, seed=2)
+    from cli import rewritten_before_finishing
     store = f"memory://rewritten-{command}/dem.zarr"
-    ingest(tmp_path / "a.asc", store, tile=16, scheduler="synchronous")
-    module = importlib.import_module(f"pipelines.{command}")
-    real = module.finish_store
-
-    def rewritten_first(path):
-        ingest(tmp_path / "b.asc", store, tile=16, scheduler="synchronous", overwrite=True)
-        return real(path)
-
-    monkeypatch.setattr(module, "finish_store", rewritten_first)
+    module = rewritten_before_finishing(monkeypatch, tmp_path, store, command)
     out = f"memory://rewritten-{command}/out.zarr"
     # as a cluster that shares nothing but the store runs it: the stores given as Locations
     # (a run in this process reads a copy of the DEM, which nothing rewrites)
