@@ -349,10 +349,10 @@ print(int(ds.direction.values[0, 0]), float(ds.accumulation.max()),
                           env=child_env(), capture_output=True, text=True) for rio in (0, 1)]
     assert [g.stdout.split() for g in got] == [["255", "8.0", "False"], ["255", "8.0", "True"]], \
         [g.stderr for g in got]
-    rioxarray = pytest.importorskip("rioxarray")
+    pytest.importorskip("rioxarray")  # its accessor, on the results below
     z = np.arange(36, dtype=np.float32).reshape(6, 6)
     z[2, 3] = np.nan
-    da = xr_raster(z)
+    da = _xr_raster(z)
     ds = terrain.flow(da)
     assert ds.direction.rio.nodata == 255 and np.isnan(ds.accumulation.rio.nodata)
     ds.direction.rio.to_raster(tmp_path / "d.tif")
@@ -360,10 +360,10 @@ print(int(ds.direction.values[0, 0]), float(ds.accumulation.max()),
         assert src.nodata == 255 and src.read(1)[2, 3] == 255
     cd = terrain.cost_distance(da, points=[(505.0, 995.0)])
     assert cd.allocation.rio.nodata == -1 and cd.backlink.rio.nodata == 255
-    assert np.isnan(cd.distance.rio.nodata) and rioxarray
+    assert np.isnan(cd.distance.rio.nodata)
 
 
-def xr_raster(z):
+def _xr_raster(z):
     import xarray as xr
     rows, cols = z.shape
     return xr.DataArray(z, dims=("y", "x"), coords={"y": 1000.0 - 10 * np.arange(rows) - 5,
