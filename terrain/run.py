@@ -598,6 +598,14 @@ def _shares_nothing(args):
     return shares_nothing(args)
 
 
+def _store_urls(args):
+    """The command's inputs and outputs given as URLs (an object store's error names them)."""
+    return [v for k, v in sorted(vars(args).items())
+            if k not in ("storage_options", "scheduler", "dashboard_address")
+            for v in (v if isinstance(v, list) else [v])
+            if isinstance(v, str) and "://" in v and not v.startswith(("file://", "local://"))]
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """terrain's own warnings as one line ``terrain: warning: ...``; others as Python prints them."""
     if os.path.dirname(os.path.abspath(filename)).startswith(os.path.dirname(__file__)):
@@ -654,6 +662,7 @@ def main(argv=None):
     shown, warnings.showwarning = warnings.showwarning, _show_warning
     printable_streams()
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
+    urls = _store_urls(args)  # as given: staging replaces them
     try:
         with terminate_raises():
             # URL inputs/outputs (s3://, memory://, ...) staged here, published after
@@ -697,7 +706,10 @@ def main(argv=None):
         if type(e).__module__.split(".")[0] not in OBJECT_STORE_CLIENTS:
             raise
         said = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"terrain: the object store: {said}", file=sys.stderr)
+        where = f" ({', '.join(urls)})" if urls else ""
+        if str(getattr(args, "scheduler", None) or "").startswith(("tcp://", "tls://")):
+            where += " from this machine or a worker of the cluster (each needs its access)"
+        print(f"terrain: the object store{where}: {said}", file=sys.stderr)
         return 2
     finally:
         warnings.showwarning = shown

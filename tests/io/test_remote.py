@@ -772,6 +772,13 @@ def test_an_object_store_client_error_is_one_line(capsys, monkeypatch):
     monkeypatch.setattr(run, "_handler", lambda args: fails)
     rc, _, err = run_main(capsys, "info", "x.zarr", scheduler=None)  # the handler raises
     assert rc == 2 and err == "terrain: the object store: Unable to locate credentials\n"
+    # the URLs given, and where a cluster's workers may be the ones without access
+    rc, _, err = run_main(capsys, "mst", "s3://b/d.zarr", "-o", "s3://b/m.zarr",
+                          "--storage-options", '{"endpoint_url": "http://127.0.0.1:9"}',
+                          scheduler="tcp://127.0.0.1:9")
+    assert rc == 2 and err == ("terrain: the object store (s3://b/d.zarr, s3://b/m.zarr) from "
+                               "this machine or a worker of the cluster (each needs its "
+                               "access): Unable to locate credentials\n"), err
     monkeypatch.setattr(NoCredentialsError, "__module__", "elsewhere")
     with pytest.raises(NoCredentialsError):  # another package's error stays a traceback
         run_main(capsys, "info", "x.zarr", scheduler=None)
