@@ -23,10 +23,10 @@ import os
 import shutil
 from pathlib import Path
 
-from terrain.io.outputs import check_outputs, check_store_name, real_path
+from terrain.io.outputs import check_outputs, check_store_name, format_bytes, real_path
 from terrain.errors import InputError
 
-__all__ = ["build_plan", "dry_run_command", "format_bytes", "register", "PLANNERS",
+__all__ = ["build_plan", "dry_run_command", "register", "PLANNERS",
            "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes", "open_header",
            "check_same_grid"]
 
@@ -40,19 +40,6 @@ EDGE_BYTES = 16
 #: cost distance's plan at 2048² says 630 MiB where the run peaked at 640
 PROCESS_BYTES = 140 << 20
 TEXT_BLOCK_BYTES = 8 << 20
-
-
-def format_bytes(n):
-    """``1536`` -> ``'1.5 KiB'``.
-
-    >>> format_bytes(3 * 2**30)
-    '3.0 GiB'
-    """
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
 
 
 def task_count(delayed):

@@ -37,6 +37,7 @@ __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identit
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
            "check_input_file", "check_store_name", "FILE_SUFFIXES", "disk_full_reason",
+           "format_bytes",
            "OutputExists", "same_file"]
 
 
@@ -352,6 +353,19 @@ def hold_lock(target, busy="another terrain run is writing this output"):
                 os.unlink(lock_path)
     finally:
         os.close(fd)
+
+
+def format_bytes(n):
+    """``1536`` -> ``'1.5 KiB'``.
+
+    >>> format_bytes(3 * 2**30)
+    '3.0 GiB'
+    """
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 #: errors of a full disk or quota: one line naming the output, the partial removed

@@ -409,16 +409,17 @@ def check_url_output(url, overwrite=False, inputs=(), options=None):
             raise InputError(f"{url}: output is the input {given}")
         if i.startswith(target + "/") or target.startswith(i + "/"):
             raise InputError(f"{url}: output overlaps the input {given}")
-    if store_state(url, options) in ("store", "file") and not overwrite:
+    state = store_state(url, options)
+    if state in ("store", "file") and not overwrite:
         raise OutputExists(f"{url}: output exists")
-    _probe(url, options)
+    _probe(url, options, beside=state == "file")
 
 
-def _probe(url, options):
-    """Write and delete a probe object under ``url``: a missing bucket or a read-only
-    credential fails before the work."""
+def _probe(url, options, beside=False):
+    """Write and delete a probe object under ``url`` (``beside`` it: a file output there,
+    to be replaced): a missing bucket or a read-only credential fails before the work."""
     fs, root = _fs(url, options)
-    if fs.isfile(root):  # a file output there (replaced): the probe beside it
+    if beside:
         root = root.rstrip("/").rpartition("/")[0]
     probe = _join(root, f".terrain-probe-{uuid.uuid4().hex}")
     try:

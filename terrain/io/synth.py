@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from ._buffers import available_memory
-from .outputs import atomic_output, check_output_free
+from .outputs import atomic_output, check_output_free, format_bytes
 from ..errors import InputError
 
 __all__ = ["synth_rows", "write_synth", "SYNTH_NODATA", "SYNTH_GEOREF"]
@@ -132,19 +132,6 @@ def _sample_rows(rows, cols):
     return max(1, min(int(rows), 256, _SAMPLE_CELLS // max(int(cols), 1)))
 
 
-def _mib(n):
-    """Bytes in the unit that shows them (``0.3 MiB``, not 0.0 GiB).
-
-    >>> _mib(300 * 1024), _mib(3 * 2**40)
-    ('300.0 KiB', '3.0 TiB')
-    """
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024:
-            return f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} EiB"
-
-
 def _check_fits(path, rows, cols, nodata=0.0):
     """Refuse before any allocation a grid whose text cannot fit on the disk, or whose band
     and nodata sample cannot fit in memory (lower bounds: a grid that fits is never refused)."""
@@ -152,8 +139,8 @@ def _check_fits(path, rows, cols, nodata=0.0):
     need = int(rows) * int(cols) * _MIN_CELL_BYTES
     free = shutil.disk_usage(parent).free
     if need > free:
-        raise InputError(f"{path}: {rows} x {cols} cells need at least {_mib(need)} of "
-                         f"text; {_mib(free)} free in {parent}")
+        raise InputError(f"{path}: {rows} x {cols} cells need at least {format_bytes(need)} of "
+                         f"text; {format_bytes(free)} free in {parent}")
     band = _band_rows(cols) * int(cols) * _BAND_BYTES_PER_CELL
     sample = _sample_rows(rows, cols) * int(cols) * 8 * 2 if nodata > 0 else 0
     avail = available_memory()

@@ -256,14 +256,13 @@ def check_store(path, group):
                              f"{shape[axis]} {'rows' if axis == 0 else 'columns'}: the shape "
                              "was edited or the store is damaged")
     sharded = [(name, arr) for name, arr in group.arrays() if arr.shards is not None]
-    listed = [name for name, arr in sharded if INVENTORY_ATTR in arr.attrs]
-    for name, arr in sharded:  # a finished store lists every array's shards (seal_store)
-        if listed and INVENTORY_ATTR not in arr.attrs:
-            raise InputError(f"{path}: {name} has lost its list of shard files, which its "
-                             f"other arrays keep (the store was edited or is damaged): a "
-                             "missing shard would read as nodata")
+    listed = any(INVENTORY_ATTR in arr.attrs for _, arr in sharded)
     for name, arr in sharded:
         if INVENTORY_ATTR not in arr.attrs:
+            if listed:  # a finished store lists every array's shards (seal_store)
+                raise InputError(f"{path}: {name} has lost its list of shard files, which "
+                                 "its other arrays keep (the store was edited or is "
+                                 "damaged): a missing shard would read as nodata")
             continue
         try:
             expected = shard_inventory(dict(arr.attrs), arr.shape, arr.shards or arr.chunks)
