@@ -26,9 +26,9 @@ import numpy as np
 
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_leaf_up,
-                               fill_merge, fill_split, label_border, label_count, label_ids,
-                               label_merge, label_numbering, label_split)
+from terrain.hydrology import (SINKS_MEANING, FillSpec, fill_depressions, fill_leaf_down,
+                               fill_leaf_up, fill_merge, fill_split, label_border, label_count,
+                               label_ids, label_merge, label_numbering, label_split)
 from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
@@ -376,8 +376,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
             sinks = np.zeros(spec.shape, np.uint8)
             sinks.ravel()[r.sinks] = 1
             create_layer(out_path, "sinks", "uint8", 0, spec.tile, spec.shape,
-                         attrs={"meaning": "1 = the pit of a depression kept by --min-depth/"
-                                           "--min-area: it drains"})
+                         attrs={"meaning": SINKS_MEANING})
             write_windows(out_path, {"sinks": sinks}, windows)
     t3 = time.perf_counter()
     s = r.stats

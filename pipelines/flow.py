@@ -34,8 +34,8 @@ import numpy as np
 from terrain.backend import get_backend, nanmax
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
-from terrain.hydrology import (FlowSpec, accumulation_pass, check_drained, direction_group,
-                               direction_pass, fill_depressions, fits_on_device,
+from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_drained,
+                               direction_group, direction_pass, fill_depressions, fits_on_device,
                                flow_accumulation, flow_directions, flow_fits_on_device,
                                forget_flat_states, group_totals)
 from terrain.io.geotiff import geotiff_paths
@@ -224,8 +224,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         shape, gt, crs = grid.shape, list(grid.geotransform), grid.crs
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
-    warn_degrees(crs, inp, "a step east as long as a step north (at 60° it is half as long): "
-                 "the steepest descents between them are the degrees', not the ground's")
+    warn_degrees(crs, inp, DEGREE_STEPS)
     cells = None if outlets is None else named_outlets(outlets, gt, shape, crs)
     if weights is not None:
         _plans.check_same_grid(weights, shape, gt, "weights raster", crs)

@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .io.georef import GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units, crs_wkt
+from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
+                        crs_label, crs_wkt, same_crs, warn_degrees)
+from .io.raster import warn_rounded
 
 __all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
            "raster_like", "Georef", "MST_BITS", "CostDistance"]
@@ -172,9 +174,12 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
             where = f"{name} ({where})"
         if da.ndim != 2:
             raise InputError(f"{where}: a raster must be 2-D, got dims {da.dims}")
+        if da.dims[0] in X_DIMS or da.dims[1] in Y_DIMS:  # rows along x: every step turned
+            raise InputError(f"{where}: dims {da.dims}: rows run along y, columns along x "
+                             f"(give da.transpose({da.dims[1]!r}, {da.dims[0]!r}))")
         values = da.data.compute() if _is_dask(da.data) else da.values
         _real(values, where)
-        values = np.asarray(values, dtype=dtype)
+        values = _float_values(values, dtype, where)
         nodata = _nodata_of(da)
         if nodata is not None and not np.isnan(nodata):
             values = np.where(values == values.dtype.type(nodata), np.nan, values)
@@ -192,17 +197,39 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
     if _is_dask(dem):
         dem = dem.compute()
     try:
-        dem = np.asarray(dem)
+        dem = np.asanyarray(dem)  # a masked array stays one
     except ValueError:  # ragged nested lists
         raise InputError(f"{name}: a raster must be a rectangular array of numbers") from None
     _real(dem, name)
-    with np.errstate(over="ignore"):  # beyond float32: inf, refused below
-        z = np.asarray(dem, dtype=dtype)
+    z = _float_values(dem, dtype, name)
     if z.ndim != 2:
         raise InputError(f"{name}: a raster must be 2-D, got shape {z.shape}")
     if finite:
         _finite(z, dem, name)
     return z, Georef(where=name)
+
+
+#: dimension names of the x (columns) and y (rows) axes
+X_DIMS = ("x", "lon", "longitude")
+Y_DIMS = ("y", "lat", "latitude")
+
+
+def _float_values(given, dtype, where):
+    """``given`` as a ``dtype`` array (never the input itself where cells change): a masked
+    array's masked cells NaN (what ``rasterio``'s masked reads give), integers that float32
+    rounds said (:func:`terrain.io.raster.warn_rounded`); beyond float32's range: inf, which
+    the caller refuses."""
+    mask = np.ma.getmaskarray(given) if isinstance(given, np.ma.MaskedArray) else None
+    data = np.asarray(np.ma.getdata(given))
+    with np.errstate(over="ignore"):
+        values = np.asarray(data, dtype=dtype)
+    if np.dtype(dtype) == np.float32 and data.ndim == 2:
+        warn_rounded(where, data, values, mask)
+    if mask is not None and mask.any():
+        if np.may_share_memory(values, data):
+            values = values.copy()
+        values[mask] = np.nan
+    return values
 
 
 #: where a DataArray says its nodata, in rioxarray's order (``da.rio.nodata`` reads the
@@ -247,14 +274,27 @@ def _cellsize(cellsize, geo):
     return (float(pair[0]), float(pair[1]))
 
 
-def _on_grid(raster, shape, name, dtype=np.float32):
+def _on_grid(raster, shape, dem_geo, name, dtype=np.float32):
     """The raster given as parameter ``name`` (friction, weights, outlets), which must lie on
-    the DEM's grid, in memory."""
+    the DEM's grid (``shape``; its georeference ``dem_geo``, where both say one), in memory."""
     values, geo = _in_memory(raster, dtype, name)
     if values.shape != tuple(shape):
         raise InputError(f"{geo.where}: {values.shape[0]} x {values.shape[1]} cells, the DEM "
                          f"{shape[0]} x {shape[1]}")
+    mine, dems = _geotransform(geo, shape), _geotransform(dem_geo, shape)
+    if mine is not None and dems is not None:
+        step = max(abs(dems[1]), abs(dems[5]), abs(dems[2]), abs(dems[4]))
+        if not np.allclose(mine, dems, rtol=0, atol=1e-6 * step):
+            raise InputError(f"{geo.where}: not on the DEM's grid: its geotransform "
+                             f"{_shown(mine)}, the DEM's {_shown(dems)} (resample it first)")
+    if not same_crs(geo.crs, dem_geo.crs):
+        raise InputError(f"{geo.where}: its CRS ({crs_label(geo.crs)}) is not the DEM's "
+                         f"({crs_label(dem_geo.crs)}): reproject it first")
     return values, geo
+
+
+def _shown(gt):
+    return "(" + ", ".join(f"{v:.10g}" for v in gt) + ")"
 
 
 def _outlet_mask(outlets, z, geo):
@@ -287,7 +327,7 @@ def _outlet_mask(outlets, z, geo):
                 raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is on nodata")
             mask[r, c] = True
         return mask
-    return np.nan_to_num(_on_grid(outlets, z.shape, "outlets")[0]) != 0
+    return np.nan_to_num(_on_grid(outlets, z.shape, geo, "outlets")[0]) != 0
 
 
 def raster_like(values, georef, name, attrs=None, nodata=None):
@@ -372,7 +412,8 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
     from .grid.mst import grid_mst
 
     z, geo = as_dem(dem)
-    check_weight_units(weight, geo.crs, geo.where)
+    if cellsize is None:  # given, the cell size is the caller's, in their units
+        check_weight_units(weight, geo.crs, geo.where)
     cs = _cellsize(cellsize, geo)
     if weight != "max":  # the DEM's range (a store's ingest recorded it)
         if z is None:
@@ -436,9 +477,20 @@ class CostDistance:
         import xarray as xr
         from .grid.cost_outputs import LAYERS
         layers = {name: raster_like(getattr(self, name), self.georef, name,
-                                    self.layer_attrs[name], LAYERS[name][1])
+                                    _cf_flags(self.layer_attrs[name]), LAYERS[name][1])
                   for name in ("distance", "allocation", "backlink")}
         return xr.Dataset(layers, attrs=dict(self.attrs))
+
+
+def _cf_flags(attrs):
+    """A layer's attributes with its ``codes`` (a dict, which netCDF cannot hold) as CF's
+    ``flag_values`` and ``flag_meanings``."""
+    attrs = dict(attrs)
+    codes = attrs.pop("codes", None)
+    if codes:
+        attrs["flag_values"] = np.array([int(k) for k in codes], np.uint8)
+        attrs["flag_meanings"] = " ".join(codes.values())
+    return attrs
 
 
 def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None,
@@ -501,11 +553,12 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         cost = "friction" if friction is not None else "absdiff"
     cost_model_code(cost)
     z, geo = _in_memory(dem, finite=False)  # as the command line's: a DEM may be a friction
-    check_weight_units(cost, geo.crs, geo.where, kind="cost")
+    if cellsize is None:
+        check_weight_units(cost, geo.crs, geo.where, kind="cost")
     cs = _cellsize(cellsize, geo)
     f = None
     if friction is not None:
-        f, fgeo = _on_grid(friction, z.shape, "friction")
+        f, fgeo = _on_grid(friction, z.shape, geo, "friction")
         f = check_friction(f, name=fgeo.where)
     cells = [] if sources is None else list(sources)
     if points is not None:
@@ -538,6 +591,14 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     return out.to_xarray() if geo.template is not None else out
 
 
+def _flag(value, name):
+    """``value`` of a True/False parameter; :class:`InputError` for anything else (a
+    string "no" is truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{name} {value!r}: must be True or False")
+    return bool(value)
+
+
 def _pair(p, where):
     """A source point as ``(x, y)``; :class:`InputError` for anything else."""
     try:
@@ -557,8 +618,9 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     dem : ndarray, xarray.DataArray, dask array, or path
         Elevations, NaN (or the DataArray's nodata) = nodata.
     connectivity : {8, 4}
-    outlets : 2-D bool array or sequence of (row, col), optional
-        The cells water leaves by (default: the grid's edge and nodata).
+    outlets : same kinds as ``dem``, or sequence of (row, col), optional
+        The cells water leaves by: the non-zero cells of a raster on the DEM's grid, or
+        cells (default: the grid's edge and nodata).
     weights : same kinds as ``dem``, optional
         Per-cell weights (rainfall) to accumulate instead of 1 per cell; NaN counts 0.
     filled : bool
@@ -584,12 +646,16 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     """
     import xarray as xr
 
-    from .hydrology import check_drained, fill_depressions, flow_accumulation, flow_directions
+    from .hydrology import (DEGREE_STEPS, check_drained, fill_depressions, flow_accumulation,
+                            flow_directions)
 
     z, geo = _in_memory(dem)
+    filled = _flag(filled, "filled")
     mask = None if outlets is None else _outlet_mask(outlets, z, geo)
     w = (None if weights is None
-         else _on_grid(weights, z.shape, "weights", np.float64)[0])
+         else _on_grid(weights, z.shape, geo, "weights", np.float64)[0])
+    if cellsize is None:
+        warn_degrees(geo.crs, geo.where, DEGREE_STEPS)
     f = z if filled else fill_depressions(z, connectivity, mask, backend=backend).filled
     cs = _cellsize(cellsize, geo)
     d = flow_directions(f, cs, connectivity, mask, backend=backend)
@@ -736,10 +802,12 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
     -------
     xarray.Dataset
         ``filled`` (float32), ``depth`` (float32), ``depression`` (int32) on the DEM's grid,
-        the summary in its attributes.
+        and with ``min_depth`` or ``min_area`` ``sinks`` (uint8, 1 at the pit of each kept
+        depression: those cells drain); the summary in its attributes.
 
     Examples
     --------
+    >>> import numpy as np
     >>> z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 4, 5, 5]], np.float32)
     >>> ds = fill(z, backend="cpu")
     >>> ds.filled.values[1:3, 1:3].tolist(), int(ds.attrs["depressions"])
@@ -747,9 +815,10 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
     """
     import xarray as xr
 
-    from .hydrology import fill_depressions
+    from .hydrology import SINKS_MEANING, fill_depressions
 
     z, geo = _in_memory(dem)
+    epsilon, hierarchy = _flag(epsilon, "epsilon"), _flag(hierarchy, "hierarchy")
     out = None if outlets is None else _outlet_mask(outlets, z, geo).astype(np.uint8)
     r = fill_depressions(z, connectivity, out, epsilon=epsilon, min_depth=min_depth,
                          min_area=min_area, hierarchy=hierarchy, tile=tile, backend=backend)
@@ -758,6 +827,10 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
                "the lakes' first cells), 0 outside any"}
     layers = {name: raster_like(getattr(r, name), geo, name, {"meaning": meaning[name]})
               for name in ("filled", "depth", "depression")}
+    if r.sinks is not None:  # the kept depressions' pits, which drain
+        sinks = np.zeros(z.shape, np.uint8)
+        sinks.ravel()[r.sinks] = 1
+        layers["sinks"] = raster_like(sinks, geo, "sinks", {"meaning": SINKS_MEANING}, 0)
     ds = xr.Dataset(layers, attrs={k: v for k, v in r.stats.items()
                                    if isinstance(v, (int, float, str, bool))})
     if r.hierarchy is not None:

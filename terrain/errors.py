@@ -5,7 +5,15 @@ an option, a vertex id), naming the file and, for text, the line; ``terrain.run`
 ``terrain: <message>`` and exits with status 2, no traceback.
 """
 
-__all__ = ["InputError", "where"]
+import os
+import sys
+import warnings
+
+__all__ = ["InputError", "TerrainWarning", "where", "warn"]
+
+#: the installed packages' folders: a warning names the first line outside them
+_PACKAGES = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name)
+                  + os.sep for name in ("terrain", "pipelines"))
 
 
 class InputError(ValueError):
@@ -15,3 +23,27 @@ class InputError(ValueError):
 def where(path, line=None):
     """Return ``"path"`` or ``"path:line"`` for the start of an error message."""
     return f"{path}:{line}" if line is not None else f"{path}"
+
+
+class TerrainWarning(UserWarning):
+    """Something the user should know about their input or result (the command line prints
+    it as one line)."""
+
+
+def warn(message, category=TerrainWarning):
+    """Warn ``message``, shown at the first line outside terrain's packages that led to it
+    (the user's call), not at the library's line that found it.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     warn("dem: something to know")
+    >>> str(w[0].message), w[0].filename.endswith("errors.py")
+    ('dem: something to know', False)
+    """
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -21,7 +21,7 @@ import warnings
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .backend import BACKEND_CHOICES  # noqa: E402 (after the thread count above)
-from .errors import InputError  # noqa: E402
+from .errors import InputError, TerrainWarning  # noqa: E402
 from .startup import (Terminated, bound_malloc_arenas, printable_streams, quick_exit,  # noqa: E402
                       terminate_raises)
 
@@ -608,7 +608,7 @@ def _store_urls(args):
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """terrain's own warnings as one line ``terrain: warning: ...``; others as Python prints them."""
-    if os.path.dirname(os.path.abspath(filename)).startswith(os.path.dirname(__file__)):
+    if issubclass(category, TerrainWarning):
         print(f"terrain: warning: {message}", file=sys.stderr)
     else:
         _python_show_warning(message, category, filename, lineno, file, line)

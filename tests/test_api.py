@@ -115,7 +115,7 @@ def test_cost_distance_on_every_input_kind(tmp_path):
             np.testing.assert_array_equal(ds[name].values, getattr(want, name))
         assert ds.attrs["reached_cells"] == int(np.count_nonzero(~np.isnan(want.distance)))
         assert ds.distance.attrs["units"].startswith("seconds")
-        assert ds.backlink.attrs["codes"]["9"] == "ENE"
+        assert ds.backlink.attrs["flag_meanings"].split()[9] == "ENE"  # CF's, as netCDF takes
 
     kw = dict(start_costs=[0.0, 5.0], cost="tobler", connectivity=16, max_cost=4000,
               backend="cpu")
@@ -303,6 +303,13 @@ def test_dataarray_georeference_in_attributes():
      r"^dem: elevation inf at cell \(row, col\) = \(0, 1\): elevations are finite"),
     (lambda z: terrain.mst(xr.DataArray(np.array([[0, -np.inf]]))),
      r"^DataArray: elevation -inf at cell"),
+    # rows along x would turn every step (cell sizes, codes, map points)
+    (lambda z: terrain.flow(xr.DataArray(z, dims=("x", "y"))),
+     r"^DataArray: dims \('x', 'y'\): rows run along y.*da.transpose\('y', 'x'\)"),
+    # a flag given as a string is truthy: "no" ran the epsilon fill
+    (lambda z: terrain.fill(z, epsilon="no"), "^epsilon 'no': must be True or False"),
+    (lambda z: terrain.fill(z, hierarchy=1), "^hierarchy 1: must be True or False"),
+    (lambda z: terrain.flow(z, filled="no"), "^filled 'no': must be True or False"),
 ])
 def test_bad_arguments_are_the_librarys_errors(call, message):
     with pytest.raises(InputError, match=message):
@@ -368,3 +375,77 @@ def _xr_raster(z):
     rows, cols = z.shape
     return xr.DataArray(z, dims=("y", "x"), coords={"y": 1000.0 - 10 * np.arange(rows) - 5,
                                                     "x": 500.0 + 10 * np.arange(cols) + 5})
+
+
+def _utm(values):
+    import rioxarray  # noqa: F401  (the .rio accessor)
+    rows, cols = values.shape
+    return xr.DataArray(values, dims=("y", "x"),
+                        coords={"y": 4000000 - 20 * np.arange(rows) - 10.0,
+                                "x": 500000 + 10 * np.arange(cols) + 5.0}).rio.write_crs(32633)
+
+
+def test_a_raster_beside_the_dem_must_lie_on_its_grid():
+    pytest.importorskip("rioxarray")
+    d = _utm(dem(3, (6, 8)))
+    moved = d.assign_coords(x=d.x + 1000)
+    with pytest.raises(InputError, match=r"^friction \(DataArray\): not on the DEM's grid: its "
+                                         r"geotransform \(501000, 10, 0, 4000000, 0, -20\)"):
+        terrain.cost_distance(d, [(0, 0)], friction=moved + 1)
+    with pytest.raises(InputError, match=r"^weights \(DataArray\): not on the DEM's grid"):
+        terrain.flow(d, weights=moved)
+    with pytest.raises(InputError, match=r"^outlets \(DataArray\): not on the DEM's grid"):
+        terrain.fill(d, outlets=moved > 0)
+    with pytest.raises(InputError, match=r"its CRS \(EPSG:4326\) is not the DEM's "
+                                         r"\(EPSG:32633\): reproject it first"):
+        terrain.cost_distance(d, [(0, 0)], friction=(d + 1).rio.write_crs(4326))
+    # on the grid (or without a georeference of its own): taken
+    same = terrain.cost_distance(d, [(0, 0)], friction=d * 0 + 2).distance.values
+    plain = terrain.cost_distance(d, [(0, 0)], friction=np.full(d.shape, 2.0)).distance.values
+    assert np.array_equal(same, plain, equal_nan=True) and plain[0, 1] == 20.0
+
+
+def test_a_masked_array_is_nodata_where_masked():
+    z = dem(5, (7, 9))
+    z[3, 4] = -9999
+    masked = np.ma.masked_equal(z, -9999)
+    nan = np.where(z == -9999, np.nan, z).astype(np.float32)
+    assert np.array_equal(terrain.fill(masked).filled.values, terrain.fill(nan).filled.values,
+                          equal_nan=True)
+    assert terrain.mst(masked).attrs["vertices"] == np.count_nonzero(~np.isnan(nan)) == 54
+    assert np.isnan(terrain.cost_distance(masked, [(0, 0)]).distance[3, 4])
+    assert masked.data[3, 4] == -9999  # the input untouched
+
+
+def test_integers_that_float32_rounds_are_said_at_the_callers_line():
+    z = np.array([[16777217, 16777216, 16777217]] * 2 + [[16777218, 16777217, 16777218]],
+                 np.int32)
+    with pytest.warns(UserWarning, match=r"^dem: int32 values beyond 2\^24 are rounded to "
+                                         r"float32 .*16777217 at cell \(0, 0\) reads as "
+                                         r"16777216") as got:
+        terrain.fill(z)
+    assert got[0].filename == __file__  # the caller's line, not the library's
+
+
+def test_a_given_cell_size_is_the_callers_units():
+    pytest.importorskip("rioxarray")
+    g = _utm(dem(4, (6, 8))).rio.write_crs(4326)
+    with pytest.raises(InputError, match="geographic"):
+        terrain.mst(g, weight="slope")
+    forest = terrain.mst(g, weight="slope", cellsize=(30, 30))
+    same = terrain.mst(g.values, weight="slope", cellsize=(30, 30))
+    assert np.array_equal(forest.values, same.values)
+    with pytest.warns(UserWarning, match="geographic: cells are in degrees, a step east"):
+        terrain.flow(g)
+
+
+def test_kept_depressions_pits_and_cost_codes_as_xarray_holds_them():
+    z = np.array([[5, 5, 5, 5, 5], [5, 1, 1, 1, 5], [5, 1, 0, 1, 4], [5, 5, 5, 5, 5]],
+                 np.float32)
+    kept = terrain.fill(z, min_depth=2)
+    assert kept.sinks.values.tolist() == (z == 0).astype(int).tolist()
+    assert "sinks" not in terrain.fill(z)
+    ds = terrain.cost_distance(xr.DataArray(z, dims=("y", "x")), [(0, 0)])
+    attrs = ds.backlink.attrs
+    assert "codes" not in attrs and attrs["flag_meanings"].split()[:3] == ["source", "E", "SE"]
+    assert attrs["flag_values"].tolist()[:3] == [0, 1, 2] and attrs["flag_values"][-1] == 255

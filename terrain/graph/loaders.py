@@ -11,7 +11,6 @@ import dataclasses
 import gzip
 import mmap
 import os
-import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, where
+from ..errors import InputError, warn, where
 from ..io import available_memory
 from ..io.outputs import check_input_file
 from . import _native
@@ -866,14 +865,14 @@ def _counts_header(plan, chunks):
         if stop < len(chunks):
             at = plan.header_lines + sum(c.newlines for c in chunks[:stop]) + 1 \
                 + kept[stop].error[0]
-            warnings.warn(f"{where(plan.path, at)}: not read, nor any line after it: line "
-                          f"{line}, '{a} {b}', is a header of counts, and the {counted} it "
-                          "counts end here", stacklevel=2)
+            warn(f"{where(plan.path, at)}: not read, nor any line after it: line "
+                 f"{line}, '{a} {b}', is a header of counts, and the {counted} it "
+                 "counts end here")
             kept[stop] = dataclasses.replace(kept[stop], error=None)
         else:  # an edge list whose first edge happens to fit: said, never silent
-            warnings.warn(f"{where(plan.path, line)}: '{a} {b}' read as a header of counts "
-                          f"({counted} follow, their ids up to {b if edges == a else a}), not "
-                          "as an edge; the format 'snap' reads it as an edge", stacklevel=2)
+            warn(f"{where(plan.path, line)}: '{a} {b}' read as a header of counts "
+                 f"({counted} follow, their ids up to {b if edges == a else a}), not "
+                 "as an edge; the format 'snap' reads it as an edge")
         return kept
     note = (f" (a SNAP edge list: its first line {a} {b} would be a header of counts if "
             f"exactly {a} or {b} edge lines with ids up to the other count followed it)")

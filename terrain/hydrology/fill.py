@@ -35,7 +35,11 @@ __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels"
            "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
            "FillSpec", "PortGraph", "LeafBlock", "LabelBorder", "read_halo", "fill_leaf_up",
            "fill_merge", "fill_split", "fill_leaf_down", "label_border", "label_merge",
-           "label_split", "label_count", "label_numbering", "label_ids", "fill_tiled"]
+           "label_split", "label_count", "label_numbering", "label_ids", "fill_tiled",
+           "SINKS_MEANING"]
+
+#: what the ``sinks`` layer of a fill that keeps depressions says
+SINKS_MEANING = "1 = the pit of a depression kept by the minimum depth or area: it drains"
 
 
 @dataclass

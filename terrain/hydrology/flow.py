@@ -36,7 +36,11 @@ from ._neighbours import NB_DC, NB_DR
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
            "direction_pass", "direction_group", "group_totals", "forget_flat_states",
-           "accumulation_pass", "padded_window", "NotFilled", "check_drained"]
+           "accumulation_pass", "padded_window", "NotFilled", "check_drained", "DEGREE_STEPS"]
+
+#: what a geographic DEM's directions take from its cells in degrees (the warning's words)
+DEGREE_STEPS = ("a step east as long as a step north (at 60° it is half as long): the "
+                "steepest descents between them are the degrees', not the ground's")
 
 _INF = 2**31 - 1
 #: the flat passes' memo holds states up to this share of the machine's memory (1/N): 94 MB

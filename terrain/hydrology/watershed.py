@@ -21,13 +21,12 @@ Examples
 
 import ctypes
 
-import warnings
 
 import numpy as np
 
 from .. import native
 from ..native import address as _p
-from ..errors import InputError
+from ..errors import InputError, warn
 from ._neighbours import NB_DC, NB_DR
 
 __all__ = ["watershed", "snap_outlets", "stream_links", "cycle_cell"]
@@ -83,8 +82,8 @@ def watershed(direction, outlets):
             raise InputError(f"outlet cell ({r}, {c}) is nodata")
         kept = first.setdefault(r * C + c, n)
         if kept != n:
-            warnings.warn(f"outlets {kept} and {n} lie on one cell ({r}, {c}): label {n} "
-                          "is left empty", UserWarning, stacklevel=1)
+            warn(f"outlets {kept} and {n} lie on one cell ({r}, {c}): label {n} "
+                 "is left empty")
     cells = np.array(sorted(first), np.int64)
     status, labels, bad = _basins(d, cells, np.array([first[c] for c in cells.tolist()],
                                                      np.int32))

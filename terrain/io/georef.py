@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, warn
 
 __all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
            "write_georeference", "mark_raster", "finish_store", "fill_value_attr",
@@ -134,9 +134,8 @@ def warn_degrees(crs, where, what):
     """A warning (not a refusal: flow directions on a geographic DEM are common) that the
     cells of ``where`` are in degrees, and ``what`` follows from it."""
     if crs and is_geographic(crs):
-        warnings.warn(f"{where}: the CRS ({crs_label(crs)}) is geographic: cells are in "
-                      f"degrees, {what}; reproject the DEM to a projected CRS for metres",
-                      UserWarning, stacklevel=1)
+        warn(f"{where}: the CRS ({crs_label(crs)}) is geographic: cells are in "
+             f"degrees, {what}; reproject the DEM to a projected CRS for metres")
 
 
 def is_geographic(wkt):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from .georef import check_north_up
 
-__all__ = ["Grid", "RasterGrid", "open_raster"]
+__all__ = ["Grid", "RasterGrid", "open_raster", "warn_rounded"]
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,7 @@ class RasterGrid(Grid):
         if given is not out:
             with np.errstate(over="ignore"):  # nodata only, set to NaN below
                 out[...] = given
-            if given.dtype.kind in "iu" and given.dtype.itemsize >= 4:
-                _warn_rounded(self.path, given, out, mask, a)
+            warn_rounded(self.path, given, out, mask, a, once=True)
         if mask is not None and mask.any():
             out[mask] = np.nan
 
@@ -118,20 +117,25 @@ class RasterGrid(Grid):
 _ROUNDED = set()
 
 
-def _warn_rounded(path, given, out, mask, row0):
-    """A warning, once a file, where integers of ``given`` (32 or 64 bits) are not float32
-    values (beyond 2^24 in magnitude): elevations are float32, and a pit of one unit above
-    16777216 would read as a flat."""
+def warn_rounded(where, given, out, mask=None, row0=0, once=False):
+    """A warning where integers of ``given`` (32 or 64 bits) are not float32 values (beyond
+    2^24 in magnitude) in ``out``, its float32 copy (``mask``: the cells left out, nodata):
+    elevations are float32, and a pit of one unit above 16777216 would read as a flat.
+    ``once``: at most once for ``where`` (a file read in pieces)."""
+    if given.dtype.kind not in "iu" or given.dtype.itemsize < 4 or (once and str(where)
+                                                                      in _ROUNDED):
+        return
     lost = out.astype(given.dtype) != given  # nodata cells: set to NaN after
     if mask is not None:
         lost &= ~mask
-    if not lost.any() or str(path) in _ROUNDED:
+    if not lost.any():
         return
-    _ROUNDED.add(str(path))
+    if once:
+        _ROUNDED.add(str(where))
     r, c = (int(v) for v in np.argwhere(lost)[0])
-    warnings.warn(f"{path}: {given.dtype} values beyond 2^24 are rounded to float32 "
-                  f"(elevations' type): {int(given[r, c])} at cell ({row0 + r}, {c}) reads as "
-                  f"{float(out[r, c]):.0f}", UserWarning, stacklevel=1)
+    warn(f"{where}: {given.dtype} values beyond 2^24 are rounded to float32 "
+         f"(elevations' type): {int(given[r, c])} at cell ({row0 + r}, {c}) reads as "
+         f"{float(out[r, c]):.0f}")
 
 
 def nodata_value(dtype, nodata):
@@ -211,8 +215,7 @@ def open_raster(path, band=None):
                 raise InputError(f"{path}: raster has no bands")
             if band is None:
                 if src.count > 1:
-                    warnings.warn(f"{path}: {src.count} bands; reading band 1",
-                                  UserWarning, stacklevel=2)
+                    warn(f"{path}: {src.count} bands; reading band 1")
                 band = 1
             band = int(band)
             if not 1 <= band <= src.count:

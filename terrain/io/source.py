@@ -4,10 +4,9 @@ terrain's own parser (:mod:`terrain.io.ascii_grid`), everything else to rasterio
 
 import dataclasses
 import math
-import warnings
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from .ascii_grid import AsciiGrid, check_readable_file, looks_like_ascii_grid, open_ascii_grid
 from .georef import crs_wkt
 from .raster import RasterGrid, nodata_value, open_raster
@@ -70,8 +69,8 @@ def open_grid(path, *, band=None, nodata=None, crs=None, finite=True):
             changes["file_mask"] = False
             kind = grid.header["dtype"]
             if nodata_value(kind, value) is None:
-                warnings.warn(f"{path}: nodata {value:g} is no {kind} value: no cell is "
-                              "nodata by it", UserWarning, stacklevel=2)
+                warn(f"{path}: nodata {value:g} is no {kind} value: no cell is "
+                     "nodata by it")
     if crs is not None:
         changes["crs"] = crs_wkt(crs, what=str(path))
     if not finite and isinstance(grid, RasterGrid):
