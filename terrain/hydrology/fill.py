@@ -643,21 +643,26 @@ def _hierarchy_nodes(zf, eu, ev, ew, drained):
 def kept_pits(table, min_depth=None, min_area=None):
     """The flat cell indices (int64) of the pits the simplification keeps: those whose
     highest depression (elder rule; none of zero height above its children) is at least
-    ``min_depth`` deep and ``min_area`` cells large (docs/hydrology.md, "Options")."""
+    ``min_depth`` deep and ``min_area`` cells large (docs/hydrology.md, "Options"). A pit
+    cut off from every outlet (its tree's root never spills) is not kept: its region stays
+    undrained, as the plain fill leaves it, not drained into a pit of infinite depth."""
     n = table["id"].shape[0]
     top = np.arange(n)  # each node's highest node with the same pit
     pit = table["pit_row"] * table["_width"] + table["pit_col"]
     parent = table["parent"]
+    spill = table["spill_elevation"]
+    drains = np.isfinite(spill)  # a root's; every other node's: its root's
     for k in range(n - 1, -1, -1):  # parents are made after their children
         p = parent[k] - 1
-        if p >= 0 and pit[p] == pit[k]:
-            top[k] = top[p]
+        if p >= 0:
+            drains[k] = drains[p]
+            if pit[p] == pit[k]:
+                top[k] = top[p]
     leaves = np.flatnonzero(table["left"] == 0)
     t = top[leaves]
     # a node that ends at the level its children met is no depression of its own: whether
     # two pits meet before one of them drains (or a third joins) at one level is the order
     # of equal weights; the pit's highest depression is then the child it came from
-    spill = table["spill_elevation"]
     left, right = table["left"] - 1, table["right"] - 1
     same = np.where(left >= 0, np.where(pit[np.maximum(left, 0)] == pit, left, right), -1)
     while True:
@@ -667,7 +672,7 @@ def kept_pits(table, min_depth=None, min_area=None):
             break
         t = np.where(down, c, t)
     depth = spill[t].astype(np.float64) - table["pit_elevation"][t]
-    keep = np.ones(leaves.shape[0], np.bool_)
+    keep = drains[leaves]
     if min_depth is not None:
         keep &= depth >= float(min_depth)
     if min_area is not None:

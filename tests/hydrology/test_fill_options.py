@@ -188,6 +188,24 @@ def test_min_depth_keeps_the_elder_pit():
     assert r.filled[1].tolist() == [9, 9, 9, 9, 9]
 
 
+@pytest.mark.parametrize("kw", [dict(min_depth=1e9), dict(min_depth=2), dict(min_area=1)])
+def test_a_region_cut_off_from_the_outlets_keeps_no_pit(kw):
+    """An island of valid cells inside nodata, with the outlets named elsewhere, drains
+    nowhere: its root never spills, so none of its pits is kept (its eldest had an infinite
+    depth): it stays undrained, as the plain fill leaves it."""
+    n = np.nan
+    z = np.array([[5] * 8, [5, n, n, n, n, n, n, 5], [5, n, 9, 9, 9, 9, n, 5],
+                  [5, n, 9, 1, 6, 3, n, 5], [5, n, 9, 9, 9, 9, n, 5],
+                  [5, n, n, n, n, n, n, 5], [4, 5, 5, 5, 5, 5, 5, 5]], np.float32)
+    out = np.zeros(z.shape, np.uint8)
+    out[6, 0] = 1
+    plain = fill_depressions(z, 8, out, backend="cpu")
+    r = fill_depressions(z, 8, out, backend="cpu", **kw)
+    np.testing.assert_array_equal(r.filled, plain.filled, strict=True)
+    assert r.stats["undrained"] == plain.stats["undrained"] == 12
+    assert r.stats["kept_pits"] == 0 and r.sinks.size == 0
+
+
 def test_without_labels_the_same_filled_dem():
     """``labels=False`` (what ``flow`` asks for) leaves the depressions unnumbered and every
     other layer as with them: the oracle's priority flood."""
