@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from terrain.backend import get_backend
-from terrain.errors import InputError
+from terrain.errors import InputError, naming
 from terrain.hydrology import (SINKS_MEANING, FillSpec, fill_depressions, fill_leaf_down,
                                fill_leaf_up, fill_merge, fill_split, label_border, label_count,
                                label_ids, label_merge, label_numbering, label_split)
@@ -551,7 +551,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             mask = None if cells is None else np.zeros(shape, np.uint8)
             if cells is not None:
                 mask[cells[:, 0], cells[:, 1]] = 1
-            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options, z=z)
+            with naming("outlets", outlets):
+                summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options, z=z)
         else:
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 # a cluster given by address runs the tasks in other folders: absolute

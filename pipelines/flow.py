@@ -24,7 +24,6 @@ weights raster's store is scratch beside the output (under its prefix at a URL),
 before the output is finished.
 """
 
-import contextlib
 import json
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from terrain.backend import get_backend, nanmax
-from terrain.errors import InputError
+from terrain.errors import InputError, naming
 from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
 from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_drained,
                                direction_group, direction_pass, fill_depressions, fits_on_device,
@@ -284,7 +283,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 write_outlets(tmp, cells, shape, tile, side)
                 out_layer = "outlets"
             wall["ingest"] = time.perf_counter() - t0
-            with _naming_weights(weights):
+            with naming("weights", weights), naming("outlets", outlets):
                 if chosen == "in-core":
                     stats = _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path,
                                      filled and inp, be, wall, z,
@@ -324,17 +323,6 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             remove_tree(weights_tmp)
     summary["seconds"] = round(time.perf_counter() - t_start, 6)
     return summary
-
-
-@contextlib.contextmanager
-def _naming_weights(weights):
-    """The library's refusal of a weight ("weights: cell ...") names the weights raster."""
-    try:
-        yield
-    except InputError as e:
-        if weights is None or not str(e).startswith("weights: "):
-            raise
-        raise InputError(f"{weights}: {str(e)[len('weights: '):]}") from None
 
 
 def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be, wall,

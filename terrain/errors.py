@@ -5,11 +5,12 @@ an option, a vertex id), naming the file and, for text, the line; ``terrain.run`
 ``terrain: <message>`` and exits with status 2, no traceback.
 """
 
+import contextlib
 import os
 import sys
 import warnings
 
-__all__ = ["InputError", "TerrainWarning", "where", "warn"]
+__all__ = ["InputError", "TerrainWarning", "where", "warn", "naming"]
 
 #: the installed packages' folders: a warning names the first line outside them
 _PACKAGES = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name)
@@ -23,6 +24,26 @@ class InputError(ValueError):
 def where(path, line=None):
     """Return ``"path"`` or ``"path:line"`` for the start of an error message."""
     return f"{path}:{line}" if line is not None else f"{path}"
+
+
+@contextlib.contextmanager
+def naming(parameter, source):
+    """Inside, an :class:`InputError` the library raises about ``parameter`` (its message
+    starting ``"parameter: "``) names ``source`` instead, the file given for it.
+
+    >>> with naming("weights", "rain.tif"):
+    ...     raise InputError("weights: cell (0, 0) is negative")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: rain.tif: cell (0, 0) is negative
+    """
+    try:
+        yield
+    except InputError as e:
+        prefix = f"{parameter}: "
+        if source is None or not str(e).startswith(prefix):
+            raise
+        raise InputError(f"{source}: {str(e)[len(prefix):]}") from None
 
 
 class TerrainWarning(UserWarning):

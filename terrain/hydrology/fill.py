@@ -88,7 +88,12 @@ def outlet_cells(z, connectivity=8, outlets=None):
         if o.shape != z.shape:
             raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
-        return (o.astype(np.bool_) & ~xp.isnan(z)).astype(np.uint8)
+        named = o.astype(np.bool_)
+        mask = named & ~xp.isnan(z)
+        if not bool(mask.any()) and bool(named.any()):  # nothing would drain: said, not run
+            raise InputError(f"outlets: all {int(named.sum())} outlet cells lie on the DEM's "
+                             "nodata: nothing would drain")
+        return mask.astype(np.uint8)
     if xp is not np:
         return _beside_nan(xp.pad(z, 1, constant_values=np.nan), _step(connectivity))
     return _edge_cells(z, check_connectivity(connectivity))

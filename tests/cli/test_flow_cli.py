@@ -97,3 +97,18 @@ def test_cells_cut_off_from_the_named_outlets_are_counted_and_verified(tmp_path)
         rc, text, err = run_cli("verify", out, scheduler=None)
         assert rc == 0 and "verified" in text, text + err
         assert f"the {sinks} sinks of cells cut off from every named outlet" in text
+
+
+def test_outlets_that_all_lie_on_nodata_are_refused_naming_their_file(tmp_path):
+    """A point on nodata was dropped, leaving no outlet: the whole grid undrained, exit 0."""
+    z = dem("random", (20, 30), 4)
+    z[5:9, 10:15] = np.nan
+    asc = write_asc(tmp_path / "d.asc", z)
+    # cell (6, 12), nodata: x = 1000 + 12.5 * 10, y = 2000 + (20 - 6.5) * 10
+    (tmp_path / "o.csv").write_text("x,y\n1125,2135\n")
+    for command in ("fill", "flow"):
+        rc, _, err = run_cli(command, asc, "--outlets", tmp_path / "o.csv", "-o",
+                             tmp_path / "o.zarr")
+        _one_line(rc, err, "o.csv: all 1 outlet cells lie on the DEM's nodata: nothing "
+                           "would drain")
+        assert not (tmp_path / "o.zarr").exists()
