@@ -484,9 +484,19 @@ def _result(lcc, info, diameter, count, path, extremes=None):
         components=info["components"], vertices=info["vertices"], lcc_vertices=lcc.n)
     if extremes is not None:
         result.radius = extremes[0]
-        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(extremes[1]))
-        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(extremes[2]))
+        result.center = _sorted_ids(lcc, extremes[1])
+        result.periphery = _sorted_ids(lcc, extremes[2])
     return result
+
+
+def _sorted_ids(lcc, mask):
+    """The ids of ``mask``'s vertices, sorted; in the graph's own order where they do not
+    compare (a NetworkX graph's nodes of mixed types)."""
+    ids = [lcc.id_of(x) for x in np.flatnonzero(mask)]
+    try:
+        return sorted(ids)
+    except TypeError:
+        return ids
 
 
 def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, progress=None):

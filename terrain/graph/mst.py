@@ -284,7 +284,10 @@ def _total(weights, count):
     if weights.dtype.kind in "iu":
         return int(weights.sum(dtype=np.int64))
     host = weights if isinstance(weights, np.ndarray) else weights.get()
-    return math.fsum(host.astype(np.float64).tolist())
+    try:
+        return math.fsum(host.astype(np.float64).tolist())
+    except OverflowError:  # beyond float64's range: NetworkX's total is inf too
+        return math.inf
 
 
 def _forest_cpu(g, b=None):

@@ -99,7 +99,18 @@ def _sum_weights(graph):
             float(np.sum(w, dtype=np.float64)) >= 0.5 * float(INT_INF):
         raise InputError(f"{graph.name}: edge weights up to {high}, {int(w.sum(dtype=object))} "
                          "in all, could overflow exact int64 path sums (at most 2**62)")
+    if w.dtype.kind == "f" and high * max(graph.n - 1, 1) > FLOAT_MAX:
+        with np.errstate(over="ignore"):  # an infinite weight is an arc never taken
+            total = float(np.sum(w[np.isfinite(w)]))
+        if not np.isfinite(total):
+            finite_high = float(np.max(w[np.isfinite(w)]))
+            raise InputError(f"{graph.name}: edge weights up to {finite_high:g} could overflow "
+                             "float64 path sums (beyond 1.8e308): a reachable vertex would "
+                             "read as unreached")
     return w, low, high
+
+
+FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 DELTA_ARCS = 128.0   # default_delta: arcs' worth of mean weight per bucket, per unit degree

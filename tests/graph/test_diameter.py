@@ -435,3 +435,11 @@ def test_progress_lines_say_what_the_candidates_are_left_for(capsys):
         "diameter: 20 BFS, 8 <= diameter <= 8, 35 candidates left",
         "diameter: 10 BFS, 5 <= diameter <= 9, 40 candidates left",
         "diameter: 20 BFS, diameter 8, 35 candidates left for the radius, centre and periphery"]
+
+
+def test_extremes_of_nodes_that_do_not_compare_come_in_the_graphs_order():
+    """Nodes of mixed types (a str, a tuple): sorting them raised TypeError."""
+    G = nx.Graph([("a", "b"), ("b", "c"), (("t", 1), "c")])
+    r = diameter(G, extremes=True, backend="cpu")
+    assert (r.diameter, r.center, r.periphery) == (3, ["b", "c"], ["a", ("t", 1)])
+    assert r.center == nx.center(G) and r.periphery == nx.periphery(G)

@@ -170,6 +170,27 @@ def test_one_huge_weight_on_a_long_path_is_summed_exactly():
         sssp(G, 0, backend="cpu")
 
 
+def test_float_weights_whose_sums_overflow_are_refused():
+    """Two edges of 1e308: the second vertex's distance is inf, read as unreached (and the
+    weighted diameter's bounds broke on it); refused where the finite weights' sum passes
+    float64's range, taken where it does not (an infinite weight: an arc never taken)."""
+    from terrain.graph import weighted_diameter
+    A = sp.csr_array(([1e308, 1e308], ([0, 1], [1, 2])), shape=(3, 3))
+    for call in (lambda: sssp(A, 0, backend="cpu"),
+                 lambda: weighted_diameter(A, backend="cpu")):
+        with pytest.raises(InputError, match=r"edge weights up to 1e\+308 could overflow "
+                                             r"float64 path sums"):
+            call()
+    B = sp.csr_array(([1e307, 1e307, np.inf], ([0, 1, 0], [1, 2, 3])), shape=(4, 4))
+    assert sssp(B, 0, backend="cpu").dist.tolist() == [0, 1e307, 2e307, np.inf]
+
+
+def test_an_mst_total_beyond_float64_is_inf():
+    from terrain.graph.mst import minimum_spanning_forest
+    A = sp.csr_array(([1e308, 1e308], ([0, 1], [1, 2])), shape=(3, 3))
+    assert minimum_spanning_forest(A, backend="cpu").total_weight == np.inf
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["int64", "float", "float32"])
 @pytest.mark.parametrize("directed", [False, True])
