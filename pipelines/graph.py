@@ -367,7 +367,7 @@ def is_graph_input(path):
     try:
         import gzip
         with (gzip.open if compressed else open)(path, "rb") as f:
-            head = f.read(4096).decode("utf-8", "replace")
+            head = f.read(4096).decode("utf-8", "replace").removeprefix("\ufeff")
     except (OSError, EOFError):
         return compressed  # the graph reader names a bad gzip file; the grid path a missing one
     named = False  # a row of column names (SNAP's "source,target,weight") seen first
@@ -392,12 +392,17 @@ def is_graph_input(path):
                 numeric.append(float(t) is not None)
             except ValueError:
                 numeric.append(False)
-        if not all(numeric):  # column names: only words, once, before the first edge
-            if named or len(tokens) < 2 or any(numeric):
+        ids = len(tokens) >= 2 and all(t.lstrip("-").isdigit() for t in tokens[:2])
+        if ids:  # an edge (the graph reader says what is wrong with its weight, if anything)
+            return True
+        if not any(numeric):  # column names: only words, once, before the first edge
+            if named or len(tokens) < 2:
                 return False
             named = True
             continue
-        return len(tokens) >= 2 and all(t.lstrip("-").isdigit() for t in tokens[:2])
+        # a word then numbers is a header's key and value (the grid reader names the key);
+        # words among numbers are an edge of labels (the graph reader says what it reads)
+        return len(tokens) >= 3 and not numeric[0] and not numeric[1]
     return commented  # only comments so far: an edge list (the graph reader says it is empty)
 
 

@@ -470,14 +470,15 @@ def _snap_header(path, head, whole, counts=True):
     names skipped); weighted if its first edge line has a third column; with ``counts`` (the
     format detected, not named), a first line of two integers is a candidate header of
     counts (:func:`_counts_header` decides)."""
-    lines = _header_lines(head)
+    start = 3 if bytes(head[:3]) == b"\xef\xbb\xbf" else 0  # a UTF-8 byte order mark
+    lines = _header_lines(head, start)
     lineno, tokens, nxt = _first_content_line(lines, 0, ("#", "%"), whole)
     if tokens is None:
-        return {"wmode": 1}
+        return {"wmode": 1, "body": start}
     sep = ord(",") if "," in " ".join(tokens) else 0
     split = (lambda toks: " ".join(toks).replace(",", " ").split()) if sep else list
     tokens = split(tokens)
-    out = {"wmode": 1, "sep": sep}
+    out = {"wmode": 1, "sep": sep, "body": start}
     if sep and not all(map(_is_number, tokens)):  # a CSV header row of column names
         out["body"] = nxt
         lineno, tokens, nxt = _first_content_line(lines, lineno, ("#", "%"), whole)

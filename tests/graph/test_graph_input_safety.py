@@ -183,3 +183,26 @@ def test_graph_mst_of_a_small_file_runs_in_process(tmp_path):
     code, out, err = _cli("mst", path, "-o", tmp_path / "f.csv", "--backend", "cpu")
     assert code == 0, err
     assert "Dask dashboard" not in err and "33 edges" in out
+
+
+def test_a_byte_order_mark_before_an_edge_list_is_skipped(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbf1 2 1\n2 3 2\n")
+    g = load_graph(path)
+    assert g.id_array().tolist() == [1, 2, 3] and g.weights.tolist() == [1, 1, 2, 2]
+    code, out, err = _cli("mst", path, "-o", tmp_path / "f.csv", "--backend", "cpu")
+    assert code == 0 and "total weight 3" in out, err
+
+
+@pytest.mark.parametrize("text,message", [
+    ("1 2 0x10\n2 3 1\n", "g.txt:1: cannot parse '1 2 0x10': expected a numeric weight"),
+    ("a b 1\nb c 2\n", "g.txt:1: cannot parse 'a b 1': expected integer vertex ids"),
+    ("ncol 3\nnrows 3\n", "g.txt:1: unknown ESRI header key 'ncol'"),  # a grid's header
+])
+def test_mst_takes_an_edge_list_with_a_bad_token_for_a_graph(tmp_path, text, message):
+    """It was read as a grid: "no header (expected ESRI 'ncols ...')", where ``sssp`` of the
+    same file names what is wrong with its edge."""
+    path = tmp_path / "g.txt"
+    path.write_text(text)
+    code, _, err = _cli("mst", path, "-o", tmp_path / "f.csv", "--backend", "cpu")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
