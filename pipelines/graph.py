@@ -10,6 +10,7 @@ as Dask graphs").
 """
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -437,8 +438,11 @@ def mst_graph_command(args):
         raise InputError(f"{args.input}: a graph file: {', '.join(given)} "
                          f"{'applies' if len(given) == 1 else 'apply'} to grids only")
     backend = get_backend(args.backend)
+    if not os.path.lexists(args.input):  # before its default output is found taken
+        raise InputError(f"{args.input}: no such file")
+    name = Path(args.input).name.removesuffix(".gz")
     out = Path(args.output) if args.output else Path(args.input).with_name(
-        Path(args.input).name.split(".")[0] + ".mst.csv")
+        Path(name).stem + ".mst.csv")
     check_outputs([args.input], [out], args.overwrite)
     if out.suffix.lower() == ".npy":
         raise InputError(f"{out}: an edge table needs .parquet, .csv or .npz")

@@ -206,3 +206,9 @@ def test_mst_takes_an_edge_list_with_a_bad_token_for_a_graph(tmp_path, text, mes
     path.write_text(text)
     code, _, err = _cli("mst", path, "-o", tmp_path / "f.csv", "--backend", "cpu")
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_missing_gzip_input_is_missing_not_an_existing_output(tmp_path):
+    (tmp_path / "b.mst.csv").write_text("u,v,weight\n")
+    code, _, err = _cli("mst", tmp_path / "b.txt.gz", "--backend", "cpu")
+    assert code == 2 and err.strip().endswith("b.txt.gz: no such file"), err
