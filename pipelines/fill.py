@@ -551,7 +551,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             mask = None if cells is None else np.zeros(shape, np.uint8)
             if cells is not None:
                 mask[cells[:, 0], cells[:, 1]] = 1
-            with naming("outlets", outlets):
+            with naming("outlets", outlets), naming("dem", inp):
                 summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options, z=z)
         else:
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):

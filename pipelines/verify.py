@@ -104,6 +104,10 @@ def _verify_cost_store(path, group):
 
 def _verify_fill_store(path, group):
     from terrain.verify import verify_fill
+    missing = [name for name in ("filled", "depth", "depression") if name not in group]
+    if missing:
+        raise InputError(f"{path}: a fill store without its {' and '.join(missing)} layer "
+                         "(the store is damaged)")
     s = dict(group.attrs.get("fill") or {})
     dem = result_dem(path, group, group.attrs.get("source"))
     outlets = None

@@ -574,7 +574,24 @@ def epsilon_levels(z, outlet, connectivity=8, named=False, kept=None):
             stop.ctypes.data))
     _check(rc, "the epsilon fill", H, W)
     e[np.isnan(z)] = np.inf
+    # a step above float32's largest value is inf, which reads as undrained (the cell kept
+    # at its elevation, and verify failing the store): said instead. Without named outlets
+    # every valid cell is reached, so an inf level is such a step; with them, a cut-off
+    # region's are inf too, and a grid holding that largest value is refused
+    raised = np.isinf(e) & ~np.isnan(z)
+    if raised.any() and (not named or np.nanmax(z) == FLOAT32_MAX):
+        raise InputError("dem: the epsilon fill would raise cells above float32's largest "
+                         f"value ({FLOAT32_MAX:.8g}), as at cell {_first_cell(raised)} (cells "
+                         "at that value are often nodata not declared as such)")
     return e
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _first_cell(mask):
+    r, c = (int(v) for v in np.argwhere(mask)[0])
+    return f"(row, col) = ({r}, {c})"
 
 
 HIERARCHY_COLUMNS = ("id", "pit_row", "pit_col", "pit_elevation", "spill_elevation",

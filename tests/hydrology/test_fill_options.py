@@ -217,3 +217,17 @@ def test_without_labels_the_same_filled_dem():
         np.testing.assert_array_equal(r.filled, priority_flood(z, conn))
         np.testing.assert_array_equal(r.depth, full.depth)
         assert full.stats["depressions"] > 0
+
+
+def test_an_epsilon_step_above_float32s_largest_value_is_refused():
+    """A rim at float32's largest value (often undeclared nodata): its next step is inf,
+    which read as undrained (the pit kept, exit 0, and verify failing the store)."""
+    from terrain.errors import InputError
+    top = np.finfo(np.float32).max
+    z = np.full((6, 6), top, np.float32)
+    z[2:4, 2:4] = 1
+    with pytest.raises(InputError, match=r"^dem: the epsilon fill would raise cells above "
+                                         r"float32's largest value \(3.4028235e\+38\), as at "
+                                         r"cell \(row, col\) = \(1, 1\)"):
+        fill_depressions(z, 8, epsilon=True, backend="cpu")
+    assert fill_depressions(z, 8, backend="cpu").filled[2, 2] == top  # the plain fill's

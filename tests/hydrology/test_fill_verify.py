@@ -99,6 +99,10 @@ def test_verify_command_rejects_a_corrupted_store(tmp_path, capsys):
     g["filled"][:] = f
     rc, so, _ = run_main(capsys, "verify", tmp_path / "f.zarr", scheduler=None)
     assert rc == 1 and "FAIL" in so
+    del g["depth"]  # a layer gone: the store is damaged (a KeyError's traceback before)
+    rc, so, se = run_main(capsys, "verify", tmp_path / "f.zarr", scheduler=None)
+    assert rc == 2 and se.strip().endswith("f.zarr: a fill store without its depth layer "
+                                           "(the store is damaged)"), se
 
 
 def test_outlets_and_cut_off_cells_keep_their_elevation():
