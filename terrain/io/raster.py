@@ -41,6 +41,10 @@ class RasterGrid(Grid):
 
     band: int = 1
     file_mask: bool = True
+    #: the band's scale and offset: elevations are ``stored * scale + offset`` (GDAL's
+    #: unscaled values, what QGIS shows; nodata is found among the stored values)
+    scale: float = 1.0
+    offset: float = 0.0
     #: an infinite value refused (elevations); False where it means something (a friction's
     #: +inf: an impassable cell)
     finite: bool = True
@@ -88,6 +92,10 @@ class RasterGrid(Grid):
         else:
             value = nodata_value(given.dtype, self.nodata)
             mask = None if value is None else given == value
+        stored = given
+        if (self.scale, self.offset) != (1.0, 0.0):
+            with np.errstate(over="ignore", invalid="ignore"):  # nodata: NaN below
+                given = stored.astype(np.float64) * self.scale + self.offset
         bad = None  # a finite float32 number (NaN: nodata), or with finite False, infinite
         if given.dtype.kind == "f" and given.dtype.itemsize > 4:
             bad = np.abs(given) > np.finfo(np.float32).max  # NaN: False, inf: True
@@ -108,7 +116,8 @@ class RasterGrid(Grid):
         if given is not out:
             with np.errstate(over="ignore"):  # nodata only, set to NaN below
                 out[...] = given
-            warn_rounded(self.path, given, out, mask, a, once=True)
+            if given is stored:
+                warn_rounded(self.path, given, out, mask, a, once=True)
         if mask is not None and mask.any():
             out[mask] = np.nan
 
@@ -230,7 +239,14 @@ def open_raster(path, band=None):
                       "width": src.width, "height": src.height, "tags": dict(src.tags())}
             nodata = src.nodatavals[band - 1]
             nodata = None if nodata is None else float(nodata)
+            scale, offset = float(src.scales[band - 1]), float(src.offsets[band - 1])
+            if not (np.isfinite(scale) and np.isfinite(offset) and scale != 0):
+                raise InputError(f"{path}: band {band}'s scale {scale:g} and offset "
+                                 f"{offset:g} give no elevations")
+            if (scale, offset) != (1.0, 0.0):
+                header.update(scale=scale, offset=offset)
             return RasterGrid(path=path, shape=(src.height, src.width), geotransform=gt,
-                              nodata=nodata, crs=crs, header=header, band=band)
+                              nodata=nodata, crs=crs, header=header, band=band, scale=scale,
+                              offset=offset)
     except rasterio.errors.RasterioIOError:
         raise InputError(f"{path}: not a grid terrain or GDAL can read") from None

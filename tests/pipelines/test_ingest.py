@@ -136,6 +136,26 @@ def test_geotiff_through_rasterio(tmp_path):
     assert store.attrs["stats"]["nodata_cells"] == 40
 
 
+def test_a_bands_scale_and_offset_give_the_elevations(tmp_path):
+    """int16 decimetres above 100 m (scale 0.1, offset 100): the stored integers were read
+    as elevations, depths and costs 10 times too large; nodata is a stored value."""
+    raw = np.random.default_rng(6).integers(0, 1000, (20, 30)).astype(np.int16)
+    raw[3, 4] = -9999
+    path = tmp_path / "scaled.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1, dtype="int16",
+                       crs="EPSG:32617", transform=rasterio.Affine(30, 0, 6e5, 0, -30, 4e6),
+                       nodata=-9999) as dst:
+        dst.write(raw, 1)
+        dst.scales, dst.offsets = (0.1,), (100.0,)
+    with rasterio.open(path) as src:  # GDAL's unscaled values, as QGIS shows them
+        want = (src.read(1, masked=True).astype(np.float64) * 0.1 + 100).astype(np.float32)
+    z, grid = read_grid(path)
+    assert_bits_equal(z, want.filled(np.nan))
+    assert grid.header["scale"] == 0.1 and grid.header["offset"] == 100.0
+    store = ingest(path, tmp_path / "s.zarr", tile=16, scheduler="threads")
+    assert_bits_equal(store_array(store.path), want.filled(np.nan))
+
+
 def test_synth_bands_are_independent_and_exact(tmp_path, small_blocks):
     path = tmp_path / "s.asc"
     write_synth(path, 90, 70, seed=4, nodata=0.2)
