@@ -29,7 +29,7 @@ MAX_PIXELS = 1 << 24
 
 #: what a picture's name may end with -> matplotlib's format (written as the name says)
 FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".pdf": "pdf", ".svg": "svg",
-           ".tif": "tiff", ".tiff": "tiff", ".webp": "webp"}
+           ".webp": "webp"}
 
 
 def parse_size(text):
@@ -59,6 +59,10 @@ def picture_format(path):
     """
     from pathlib import Path
     suffix = Path(path).suffix.lower()
+    if suffix in (".tif", ".tiff"):  # a GIS reads it as a GeoTIFF, which a picture is not
+        raise InputError(f"{path}: a picture has no georeference, and a .tif is read as a "
+                         "GeoTIFF: name it .png (the layers themselves are GeoTIFFs with "
+                         "--geotiff-dir)")
     if suffix not in FORMATS:
         raise InputError(f"{path}: a picture's name ends with its format: "
                          + ", ".join(sorted(FORMATS)))

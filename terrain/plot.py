@@ -190,12 +190,12 @@ class _Map:
         self.ax.imshow(rgba, extent=(x0, x1, y1, y0), interpolation="nearest", origin="upper")
 
     def frame(self):
-        """The axes span the window; equal aspect when the cells are square."""
+        """The axes span the window, a map unit as long across as up (cells of 10 x 30 m
+        drawn three times as tall as wide, as a GIS draws them)."""
         x0, x1, y0, y1 = self.extent
         self.ax.set_xlim(x0, x1)
         self.ax.set_ylim(y1, y0)
-        gt = self.gt
-        self.ax.set_aspect("equal" if gt is None or abs(gt[1]) == abs(gt[5]) else "auto")
+        self.ax.set_aspect("equal")
 
     def colorbar(self, cmap, lo, hi, label):
         """A colour bar of ``cmap`` over ``[lo, hi]`` beside the axes' drawn box."""

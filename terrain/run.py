@@ -479,7 +479,9 @@ def build_parser():
                    help="plot the frontier size per level of a BFS from these vertex ids of GRAPH")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of GRAPH")
     _add_backend(p)
-    p.add_argument("-o", "--output", required=True, metavar="PIC.png", help="the PNG to write")
+    p.add_argument("-o", "--output", required=True, metavar="PIC.png",
+                   help="the picture to write, its format by its name: .png, .jpg, .pdf, .svg "
+                        "or .webp")
     p.add_argument("--size", default="1200x900", metavar="WxH", help="picture size in pixels (default 1200x900)")
     p.add_argument("--window", default=None, metavar="r0:r1,c0:c1",
                    help="draw only these rows and columns (the forest is drawn when a cell covers "

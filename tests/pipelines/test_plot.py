@@ -140,8 +140,7 @@ def test_a_huge_picture_is_refused_at_once(mst_out, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name, magic", [("p.jpg", b"\xff\xd8\xff"), ("p.JPEG", b"\xff\xd8\xff"),
-                                         ("p.png", b"\x89PNG"), ("p.pdf", b"%PDF"),
-                                         ("p.tif", b"II*\x00")])
+                                         ("p.png", b"\x89PNG"), ("p.pdf", b"%PDF")])
 def test_the_picture_is_what_its_name_says(mst_out, tmp_path, capsys, name, magic):
     rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / name, "--size", "200x160",
                           scheduler=None)
@@ -153,6 +152,10 @@ def test_an_unknown_picture_format_is_refused(mst_out, tmp_path, capsys):
     rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.bmpx", scheduler=None)
     assert rc == 2 and err.startswith(f"terrain: {tmp_path / 'p.bmpx'}: a picture's name ends "
                                       "with its format: .jpeg, .jpg, .pdf, .png")
+    assert list(tmp_path.iterdir()) == []
+    # a TIFF picture without a georeference, which a GIS takes for a GeoTIFF
+    rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.tif", scheduler=None)
+    assert rc == 2 and "p.tif: a picture has no georeference" in err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -289,3 +292,36 @@ def test_fill_and_flow_pictures_show_depressions_and_streams(tmp_path, capsys):
                              "--size", "600x480", scheduler=None)
     assert rc == 0 and "no depression in view" in text, err
     assert _blue(mpl_image.imread(tmp_path / "p.png")).sum() == 0
+
+
+def _longest_dark_run(img, axis):
+    """The longest run of dark pixels along ``axis`` (1: rows, 0: columns): an axes' side."""
+    dark = img[..., :3].max(axis=2) < 0.2
+    lines = dark if axis == 1 else dark.T
+    best = 0
+    for line in lines:
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], line.astype(np.int8), [0]])))
+        if edges.size:
+            best = max(best, int((edges[1::2] - edges[::2]).max()))
+    return best
+
+
+def test_cells_that_are_not_square_are_drawn_in_map_units(tmp_path, capsys):
+    """Cells of 10 x 30 m (20 rows, 30 columns: 300 m across, 600 m up): the map is twice
+    as tall as wide, as a GIS draws it (it was drawn nearly square)."""
+    import matplotlib.image
+    import rasterio
+    from rasterio.transform import from_origin
+    z = (np.random.default_rng(1).random((20, 30)) * 50).astype(np.float32)
+    with rasterio.open(tmp_path / "ns.tif", "w", driver="GTiff", height=20, width=30, count=1,
+                       dtype="float32", transform=from_origin(5e5, 4e6, 10, 30),
+                       crs="EPSG:32633") as dst:
+        dst.write(z, 1)
+    assert run_main(capsys, "fill", tmp_path / "ns.tif", "-o", tmp_path / "f.zarr",
+                    scheduler=None)[0] == 0
+    rc, _, err = run_main(capsys, "plot", tmp_path / "f.zarr", "-o", tmp_path / "p.png",
+                          "--size", "600x600", scheduler=None)
+    assert rc == 0, err
+    img = matplotlib.image.imread(tmp_path / "p.png")
+    across, up = _longest_dark_run(img, 1), _longest_dark_run(img, 0)
+    assert 1.9 < up / across < 2.1, (across, up)
