@@ -158,8 +158,9 @@ def format_description(d):
             "per shard",
             f"levels    {d['levels']} (quadtree over tiles, root included)",
             f"nodata    {d['nodata_cells']} cells "
-            f"({100.0 * d['nodata_cells'] / max(cells, 1):.2f}%), stored as NaN (source value "
-            f"{d['nodata']})",
+            f"({100.0 * d['nodata_cells'] / max(cells, 1):.2f}%), stored as NaN "
+            + ("(the source's: NaN)" if d["nodata"] is None else
+               f"(source value {d['nodata']})"),
             f"min/max   {fmt(d['min'])} / {fmt(d['max'])}"]
     lines += [f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
               f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",

@@ -73,6 +73,15 @@ __constant__ double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e
 #define NAN_BITS 0x7FC00000u
 #define SLOW_BITS 0x7FC0DEADu
 
+// "nan", "NaN", "-nan", ...: a NaN, which GDAL's ASCII grid reader reads as one
+__device__ __forceinline__ bool is_nan_token(const unsigned char* t, long long len) {
+    if (len == 4 && (t[0] == 45 || t[0] == 43)) {  // '-' '+'
+        ++t;
+        --len;
+    }
+    return len == 3 && (t[0] | 32) == 110 && (t[1] | 32) == 97 && (t[2] | 32) == 110;  // n a n
+}
+
 extern "C" __global__ void parse_tokens(const unsigned char* __restrict__ buf,
                                         const long long* __restrict__ starts, long long n_tokens,
                                         float* __restrict__ out, float nodata, int has_nodata,
@@ -128,7 +137,8 @@ extern "C" __global__ void parse_tokens(const unsigned char* __restrict__ buf,
     }
     if (!ok || !is_space(buf[p])) {
         while (!is_space(buf[p])) ++p;
-        if (star_is_nodata && p - t0 == 1 && buf[t0] == 42) {  // GRASS '*'
+        if ((star_is_nodata && p - t0 == 1 && buf[t0] == 42) ||  // GRASS '*'
+            is_nan_token(buf + t0, p - t0)) {  // "nan" as GDAL reads it: nodata
             out[k] = __int_as_float((int)NAN_BITS);
             return;
         }

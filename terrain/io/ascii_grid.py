@@ -392,6 +392,8 @@ def open_ascii_grid(path):
         shape, gt, nodata = _grass_georef(path, keys, data_line)
     else:
         shape, gt, nodata = _esri_georef(path, keys, data_line)
+    if nodata is not None and math.isnan(nodata):  # what GDAL reads: NaN cells are nodata,
+        nodata = None                              # as they are without one
     size_key = ("east" if grass else "dx" if "dx" in keys else "cellsize")
     check_geometry(gt, shape, f"{path}:{keys[size_key][1]}")
     _check_size_fits(path, keys, shape, size - data_offset, grass)
@@ -530,6 +532,7 @@ def _key_value(path, keys, key, data_line, kind):
     convert, valid, what = {
         "count": (int, lambda v: v > 0, "a positive integer"),
         "number": (float, math.isfinite, "a finite number"),
+        "nodata": (float, lambda v: not math.isinf(v), "a number (or nan)"),
         "size": (float, lambda v: math.isfinite(v) and v > 0, "a finite positive number"),
     }[kind]
     try:
@@ -570,7 +573,7 @@ def _esri_georef(path, keys, data_line):
         x0 -= dx / 2
     if ykey == "yllcenter":
         y0 -= dy / 2
-    nodata = (_key_value(path, keys, "nodata_value", data_line, "number")
+    nodata = (_key_value(path, keys, "nodata_value", data_line, "nodata")
               if "nodata_value" in keys else None)
     return (nrows, ncols), (x0, dx, 0.0, y0 + nrows * dy, 0.0, -dy), nodata
 
@@ -590,7 +593,7 @@ def _grass_georef(path, keys, data_line):
         value, line = keys["type"]
         raise InputError(f"{path}:{line}: type must be one of {', '.join(GRASS_TYPES)}, "
                          f"got {value!r}")
-    nodata = _key_value(path, keys, "null", data_line, "number") if "null" in keys else None
+    nodata = _key_value(path, keys, "null", data_line, "nodata") if "null" in keys else None
     return (rows, cols), (west, dx, 0.0, north, 0.0, -dy), nodata
 
 

@@ -62,10 +62,12 @@ def open_grid(path, *, band=None, nodata=None, crs=None, finite=True):
     changes = {}
     if nodata is not None:
         value = float(nodata)
-        if not math.isfinite(value):
-            raise InputError(f"{path}: nodata {nodata!r} must be a finite number")
-        changes["nodata"] = value
-        if isinstance(grid, RasterGrid):
+        if math.isinf(value):
+            raise InputError(f"{path}: nodata {nodata!r} must be a number (or nan)")
+        changes["nodata"] = None if math.isnan(value) else value  # NaN: nodata as it is
+        if isinstance(grid, RasterGrid) and changes["nodata"] is None:
+            changes["file_mask"] = False  # the file's nodata value: a value like any other
+        elif isinstance(grid, RasterGrid):
             changes["file_mask"] = False
             kind = grid.header["dtype"]
             if nodata_value(kind, value) is None:

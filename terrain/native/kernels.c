@@ -57,6 +57,15 @@ typedef struct {
     double lo, hi;
 } tally;
 
+/* "nan", "NaN", "-nan", ...: a NaN, which GDAL's ASCII grid reader reads as one */
+static inline int is_nan_token(const uint8_t *t, int64_t len) {
+    if (len == 4 && (t[0] == '-' || t[0] == '+')) {
+        ++t;
+        --len;
+    }
+    return len == 3 && (t[0] | 32) == 'n' && (t[1] | 32) == 'a' && (t[2] | 32) == 'n';
+}
+
 /* One row, text[0:n): parse its tokens into orow (ncols values). text[n - 1] is whitespace, so
  * the token loops stop without bounds checks. Returns the status; on PARSE_BAD_TOKEN *col is the
  * token's column and [*t0, *t1) its span in text; on PARSE_ROW_LENGTH *col the values found. */
@@ -125,7 +134,8 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
         }
         if (!ok || !is_space(text[p])) {
             while (p < n && !is_space(text[p])) ++p;
-            if (star_is_nodata && p - t0 == 1 && text[t0] == '*') { /* GRASS '*' */
+            if ((star_is_nodata && p - t0 == 1 && text[t0] == '*') || /* GRASS '*' */
+                is_nan_token(text + t0, p - t0)) { /* "nan" as GDAL reads it: nodata */
                 if (col < ncols) {
                     orow[col] = nan32;
                     ++n_nan;

@@ -71,6 +71,17 @@ def test_grass_star_and_synth(tmp_path):
     assert_bits_equal(gpu_parse(tmp_path / "s.asc"), want)
 
 
+def test_nan_tokens_are_nodata_as_on_the_cpu(tmp_path):
+    rng = np.random.default_rng(8)
+    tokens = with_nodata(rng, random_values(rng, (40, 33), "decimal"), text="nan")
+    tokens[3, 4], tokens[5, 6] = "-NaN", "NAN"
+    path = tmp_path / "n.asc"
+    path.write_text(esri_text(tokens))
+    want, _ = read_grid(path)
+    assert np.isnan(want[3, 4]) and np.isnan(want[5, 6])
+    assert_bits_equal(gpu_parse(path), want)
+
+
 @pytest.mark.parametrize("bad", ["bad token", "short row", "long row", "few rows", "extra row",
                                  "star in esri", "lone sign"])
 def test_bad_text_goes_back_to_the_cpu(tmp_path, bad):

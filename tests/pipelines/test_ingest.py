@@ -136,6 +136,25 @@ def test_geotiff_through_rasterio(tmp_path):
     assert store.attrs["stats"]["nodata_cells"] == 40
 
 
+@pytest.mark.parametrize("header", ["NODATA_value nan\n", "NODATA_value -9999\n", ""])
+def test_nan_tokens_and_a_nan_nodata_value_are_nodata(tmp_path, header):
+    """'nan' among the values (numpy.savetxt writes it) and 'NODATA_value nan' were refused;
+    a NaN is nodata, as the stores hold it (GDAL reads 'nan' as NaN where the header says
+    nan, else as 0 in a grid of integers, and '-NaN' as 0: docs/gis.md, "ASCII grids")."""
+    path = tmp_path / "n.asc"
+    path.write_text("ncols 3\nnrows 3\nxllcorner 0\nyllcorner 0\ncellsize 1\n" + header
+                    + "1 2 3\n4 nan 6\n-NaN 8 -9999\n")
+    last = np.nan if "-9999" in header else -9999
+    want = np.array([[1, 2, 3], [4, np.nan, 6], [np.nan, 8, last]], np.float32)
+    assert_bits_equal(read_grid(path)[0], want)
+    if header == "NODATA_value nan\n":  # where GDAL reads a NaN, the same NaN
+        with rasterio.open(path) as src:
+            assert np.isnan(src.read(1)[1, 1])
+    store = ingest(path, tmp_path / "n.zarr", scheduler="threads", nodata="nan")
+    z = store_array(store.path)  # the option: NaN cells nodata, -9999 a value
+    assert np.isnan(z[1, 1]) and z[2, 2] == -9999
+
+
 def test_a_bands_scale_and_offset_give_the_elevations(tmp_path):
     """int16 decimetres above 100 m (scale 0.1, offset 100): the stored integers were read
     as elevations, depths and costs 10 times too large; nodata is a stored value."""
