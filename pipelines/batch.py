@@ -230,24 +230,26 @@ def _output_names(files, outdir, suffix):
 
     >>> [p.name for p in _output_names([Path("d1/a.asc"), Path("d2/a.asc"), Path("b.tif")],
     ...                                Path("out"), ".mst.zarr")]  # doctest: +ELLIPSIS
-    ['a-....mst.zarr', 'a-....mst.zarr', 'b.mst.zarr']"""
+    ['a-....mst.zarr', 'a-....mst.zarr', 'b.mst.zarr']
+    >>> [p.name for p in _output_names([Path("a.asc"), Path("a.tif"), Path("a.asc.asc")],
+    ...                                Path("out"), ".fill.zarr")]  # doctest: +ELLIPSIS
+    ['a-....fill.zarr', 'a.tif.fill.zarr', 'a.asc-....fill.zarr']"""
     import hashlib
 
     def count(names):
         folded = [n.casefold() for n in names]
         return [folded.count(n) for n in folded]
 
+    def hashed(f):
+        return f"{f.stem}-{hashlib.sha256(str(real_path(f)).encode()).hexdigest()[:8]}"
+
     stems, names = [f.stem for f in files], [f.name for f in files]
-    out = []
-    for f, n_stem, n_name in zip(files, count(stems), count(names)):
-        if n_stem == 1:
-            base = f.stem
-        elif n_name == 1:
-            base = f.name
-        else:
-            base = f"{f.stem}-{hashlib.sha256(str(real_path(f)).encode()).hexdigest()[:8]}"
-        out.append(outdir / (base + suffix))
-    return out
+    bases = [f.stem if n_stem == 1 else f.name if n_name == 1 else hashed(f)
+             for f, n_stem, n_name in zip(files, count(stems), count(names))]
+    # a name taken for a clash of stems may be another file's stem (a.asc beside a.tif,
+    # and a.asc.asc): both hashed, so no two files share an output
+    bases = [hashed(f) if n > 1 else b for f, b, n in zip(files, bases, count(bases))]
+    return [outdir / (base + suffix) for base in bases]
 
 
 def _write_manifest(outdir, command, rows, earlier=()):

@@ -346,6 +346,26 @@ def test_same_file_names_in_two_folders_get_two_outputs(tmp_path):
     assert [r["status"] for r in again["files"]] == ["skipped", "skipped"]
 
 
+def test_a_name_taken_for_a_clash_of_stems_is_no_other_files_output(tmp_path):
+    """``a.asc`` beside ``a.tif`` took ``a.asc.ingest.zarr``, the name of ``a.asc.asc``'s
+    own: with --overwrite the second replaced the first's result (both 'done')."""
+    from terrain.io import write_synth
+    d = tmp_path / "d"
+    d.mkdir()
+    write_synth(d / "a.asc", 30, 40, seed=1)
+    write_synth(d / "a.asc.asc", 30, 40, seed=2)
+    (d / "a.tif").write_bytes(b"")  # a third file whose stem is a's (refused: empty)
+    proc = run_terrain("batch", "ingest", "d", "-o", "out", "--tile", "16", "--overwrite",
+                       "--scheduler", "synchronous", cwd=tmp_path)
+    rows = {Path(r["input"]).name: r
+            for r in json.loads((tmp_path / "out" / "manifest.json").read_text())["files"]}
+    assert rows["a.asc"]["output"] != rows["a.asc.asc"]["output"], rows
+    for name in ("a.asc", "a.asc.asc"):
+        assert rows[name]["status"] == "done", proc.stderr
+        got = zarr.open_group(str(tmp_path / rows[name]["output"]), mode="r")["elevation"][:]
+        assert np.array_equal(got, read_grid(d / name)[0]), name
+
+
 def test_a_second_batch_into_the_folder_does_not_replace_the_firsts_outputs(tmp_path):
     _two_folders(tmp_path)
     first = run_terrain("batch", "ingest", "d1/a.asc", "-o", "out", "--tile", "16",
