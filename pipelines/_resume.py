@@ -34,7 +34,7 @@ from terrain.io.remote import filesystem, inside, is_remote, object_entries, rem
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
            "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result",
            "load_result", "NotCheckpointable", "checkpoint_folder", "kept_checkpoints",
-           "checkpoint_at"]
+           "checkpoint_at", "drop_stale_checkpoints"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
 # zarr warns of every folder in a group that is no node of it: listing a partial output's
@@ -248,7 +248,8 @@ def load_result(path):
 def run_checkpointed(path, func, *args, **kwargs):
     """``func(*args, **kwargs)``, or its result kept at ``path`` (a local path, or a
     :class:`~terrain.io.remote.Location` of an object) by an earlier run (one that does not
-    decode is ignored: the task, idempotent, runs again)."""
+    decode is ignored: the task, idempotent, runs again; :func:`drop_stale_checkpoints`
+    drops the later tasks' checkpoints first)."""
     if is_remote(path):
         return _run_checkpointed_at_url(path, func, args, kwargs)
     path = Path(path)
@@ -264,12 +265,67 @@ def run_checkpointed(path, func, *args, **kwargs):
         save_result(tmp, result)
     except NotCheckpointable:  # returned, not kept: a resumed run redoes this task
         tmp.unlink(missing_ok=True)
+        _ran_marker(path).touch()
         return result
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, path)
     return result
+
+
+def _ran_marker(path):
+    """The file saying that the task of checkpoint ``path`` ran, its result not kept."""
+    return path.with_suffix(".ran")
+
+
+def _sound(path, present):
+    """Whether the checkpoint ``path`` (local) is whole (every member's CRC checked), or
+    absent with its task marked as run; ``present``: the folder's file names."""
+    if path.name not in present:
+        return _ran_marker(path).name in present
+    try:
+        with zipfile.ZipFile(path) as z:
+            return f"{_TREE}.npy" in z.namelist() and z.testzip() is None
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+        return False
+
+
+def drop_stale_checkpoints(tasks):
+    """Before a graph runs: remove the checkpoints of the tasks that depend on a checkpointed
+    task whose checkpoint is damaged (a power cut's empty or truncated file) or gone while
+    later ones are kept. That task runs again and rewrites its shards, which the later
+    tasks had rewritten after it: kept, their checkpoints would skip them, and the output
+    would mix both (a resumed fill published wrong levels, or crashed). ``tasks``: the
+    graph's ``key -> Task``. Returns how many were removed; local checkpoints only (an
+    object store writes an object whole)."""
+    from dask._task_spec import Task
+
+    kept = {key: Path(task.args[0]) for key, task in tasks.items()
+            if isinstance(task, Task) and task.func is run_checkpointed
+            and isinstance(task.args[0], (str, Path))}
+    folders = {p.parent for p in kept.values()}
+    present = set().union(*(kept_checkpoints(f) for f in folders)) if folders else set()
+    if not any(p.name in present for p in kept.values()):
+        return 0  # nothing kept yet: a fresh run
+    unsound = [key for key, p in kept.items() if not _sound(p, present)]
+    later = {}
+    for key, task in tasks.items():
+        for dep in getattr(task, "dependencies", ()):
+            later.setdefault(dep, []).append(key)
+    stale, todo = set(), list(unsound)
+    while todo:
+        for key in later.get(todo.pop(), ()):
+            if key not in stale:
+                stale.add(key)
+                todo.append(key)
+    removed = 0
+    for key in stale & kept.keys():
+        for f in (kept[key], _ran_marker(kept[key])):
+            if f.name in present:
+                f.unlink(missing_ok=True)
+                removed += f.suffix == ".npz"
+    return removed
 
 
 def _run_checkpointed_at_url(location, func, args, kwargs):

@@ -305,6 +305,9 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
     """
     if progress is None:
         progress = sys.stderr.isatty()
+    from ._resume import drop_stale_checkpoints, graph_dict
+    for c in collections:  # a resumed run's checkpoints that a rerun task would make stale
+        drop_stale_checkpoints(graph_dict(c))
     client = _active_client
     if client is None:
         return _compute_locally(collections, progress, ready_order, on_failure)

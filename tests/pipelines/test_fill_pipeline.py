@@ -343,6 +343,51 @@ fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
         assert s[k] == fresh[k], k
 
 
+@pytest.mark.parametrize("damage", ["empty", "truncated", "gone"])
+def test_a_damaged_checkpoint_is_run_again_with_every_later_step(tmp_path, damage):
+    """A group's checkpoint of the forest emptied (what a power cut leaves of a file not yet
+    on disk), truncated or gone while the later steps' are kept: the group runs again and
+    rewrites its shards, so the later steps must too (kept, they were skipped: the store
+    mixed both, a fill above its spill levels with exit 0, or a crash in the C steps)."""
+    import subprocess
+    import sys
+
+    asc, _ = _asc(tmp_path, _dem(6, (40, 44), integer=True))
+    args = dict(tile=4, backend="cpu", scheduler="synchronous", in_core=False)
+    code = f"""
+import os
+import terrain.tiles.store as store_mod
+store_mod.SHARD_TARGET_SIDE = 16
+import pipelines.fill as fill
+def die(*a, **k):  # the fill's first step, once the forest's steps are kept
+    os._exit(9)
+fill._up_task = die
+fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=300)
+    assert proc.returncode == 9, proc.stderr
+    (partial,) = tmp_path.glob(".f.zarr.partial-*")
+    group = sorted((partial / ".terrain-checkpoints").glob("mst-group*.npz"))[0]
+    if damage == "gone":
+        group.unlink()
+    else:
+        group.write_bytes(group.read_bytes()[:100] if damage == "truncated" else b"")
+
+    import terrain.tiles.store as store_mod
+    side = store_mod.SHARD_TARGET_SIDE
+    store_mod.SHARD_TARGET_SIDE = 16
+    try:
+        run_fill(asc, tmp_path / "f.zarr", resume=True, **args)
+        run_fill(asc, tmp_path / "g.zarr", **args)
+    finally:
+        store_mod.SHARD_TARGET_SIDE = side
+    a = zarr.open_group(str(tmp_path / "f.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+    for name in b.array_keys():
+        assert a[name][...].tobytes() == b[name][...].tobytes(), name
+
+
 def test_a_resumed_fill_is_not_in_core(tmp_path, capsys):
     asc, _ = _asc(tmp_path, _dem(7, (20, 20)))
     rc, _, err = run_main(capsys, "fill", asc, "-o", tmp_path / "f.zarr", "--route", "in-core",
