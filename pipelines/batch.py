@@ -289,11 +289,13 @@ def _check_manifests(outdir, overwrite):
 
 
 def _previous(outdir):
-    """input path -> row of the last run's manifest (with the earlier rows it kept), or {}."""
+    """resolved input path -> row of the last run's manifest (with the earlier rows it kept),
+    or {}: an input spelt another way (absolute, from another folder) is the same file."""
     try:
         doc = json.loads((outdir / "manifest.json").read_text())
         rows = list(doc.get("earlier", [])) + list(doc.get("files", []))
-        return {row["input"]: row for row in rows if isinstance(row, dict) and "input" in row}
+        return {row.get("real_input") or row["input"]: row
+                for row in rows if isinstance(row, dict) and "input" in row}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
@@ -410,6 +412,18 @@ def _why_again(before, ident, params):
         if differ else ""
 
 
+def _not_yet(previous, inp, out):
+    """The manifest's row of a file this batch has not reached yet: the earlier batch's, as
+    long as the output it made is there (an interrupted batch leaves it, so that a rerun
+    skips the file), else ``pending``."""
+    before = previous.get(str(real_path(inp)), {})
+    if _made_output(before) and out.exists() and \
+            (before.get("real_output") or before.get("output")) == str(real_path(out)):
+        return before
+    return {"input": str(inp), "output": str(out), "status": "pending", "seconds": None,
+            "error": ""}
+
+
 def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t_batch):
     """:func:`run_batch`'s loop over the files, with the folder locked."""
     previous = _previous(outdir)
@@ -425,7 +439,7 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
         params = _file_params(command, args, inp)
         row = {"input": str(inp), "real_input": str(real_path(inp)), "output": str(out),
                "real_output": str(real_path(out)), "identity": ident, "params": params}
-        before = previous.get(str(inp), {})
+        before = previous.get(row["real_input"], {})
         tag = f"[{n}/{len(files)}] {inp}"
         other = _other_owner(owners, inp, out)
         if other is not None:
@@ -436,7 +450,8 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
             progress(f"{tag}: failed: {row['error']}")
         elif (not args.overwrite and _made_output(before)
                 and before.get("identity") == ident and before.get("params") == params
-                and before.get("output") == str(out) and out.exists()):
+                and (before.get("real_output") or before.get("output")) == row["real_output"]
+                and out.exists()):
             row.update(status="skipped", seconds=before.get("seconds"), error="",
                        summary=before.get("summary"))
             progress(f"{tag}: skipped (done by an earlier run)")
@@ -468,9 +483,9 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
             progress(f"{tag}: {row['status']} in {row['seconds']:.2f} s"
                      + (f": {row['error']}" if row["error"] else f" -> {out}"))
         rows.append(row)
-        _write_manifest(outdir, command, rows + [
-            {"input": str(f), "output": str(o), "status": "pending", "seconds": None,
-             "error": ""} for f, o in zip(files[n:], outputs[n:])], earlier)
+        _write_manifest(outdir, command, rows + [_not_yet(previous, f, o)
+                                                 for f, o in zip(files[n:], outputs[n:])],
+                        earlier)
     failed = sum(r["status"] == "failed" for r in rows)
     progress(f"batch {command}: {len(rows) - failed} of {len(rows)} done, {failed} failed, "
              f"in {time.perf_counter() - t_batch:.2f} s; manifest {outdir / 'manifest.json'}")

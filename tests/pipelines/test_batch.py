@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import assert_one_line_error, run_terrain
+from cli import assert_one_line_error, run_killed, run_terrain
 
 from terrain.io import read_grid
 
@@ -459,3 +459,29 @@ def test_a_users_own_manifest_file_is_not_replaced(tmp_path):
     (out / "manifest.json").write_text("notes, not json")
     _ok("batch", "ingest", "a.asc", "-o", "out", "--tile", "16", "--overwrite", cwd=tmp_path)
     assert json.loads((out / "manifest.json").read_text())["command"] == "ingest"
+
+
+def test_an_interrupted_batch_keeps_the_records_of_the_files_it_did_not_reach(tmp_path):
+    """A finished batch, a new file that sorts first, the rerun killed after it: the rows
+    of the files it had not reached said 'pending', and the next rerun failed each of them
+    with 'output exists' (their outputs good). They keep the earlier batch's rows now, and
+    an input spelt another way (absolute) is the same file."""
+    from terrain.io import write_synth
+    d = tmp_path / "d"
+    d.mkdir()
+    for name, seed in (("b.asc", 1), ("c.asc", 2)):
+        write_synth(d / name, 20, 30, seed=seed)
+    argv = ("batch", "ingest", "d", "-o", "out", "--tile", "16", "--scheduler", "synchronous")
+    assert run_terrain(*argv, cwd=tmp_path).returncode == 0
+    write_synth(d / "a.asc", 20, 30, seed=3)
+    run_killed([a.replace("d", str(d)).replace("out", str(tmp_path / "out")) if a in ("d", "out")
+                else a for a in argv], "pipelines.batch", "_write_manifest", 1)
+    rows = _manifest(tmp_path / "out")
+    assert [rows[n]["status"] for n in ("a.asc", "b.asc", "c.asc")] == ["done", "done", "done"]
+    proc = run_terrain(*argv, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["status"] for r in _manifest(tmp_path / "out").values()] == ["skipped"] * 3
+    proc = run_terrain("batch", "ingest", str(d), "-o", "out", "--tile", "16", "--scheduler",
+                       "synchronous", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["status"] for r in _manifest(tmp_path / "out").values()] == ["skipped"] * 3
