@@ -382,7 +382,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
             # one batch at a time in a folder: two at once would clash output by output and
             # rewrite each other's manifest
             with hold_lock(outdir / "batch", "another terrain batch is writing into this "
-                                             "folder"):
+                                             "folder", shown=outdir):
                 return _run_files(command, runner, files, outputs, outdir, args, inner,
                                   progress, t_batch)
         except BaseException:

@@ -335,17 +335,22 @@ def stale_partials(target):
 
 
 @contextlib.contextmanager
-def hold_lock(target, busy="another terrain run is writing this output"):
+def hold_lock(target, busy="another terrain run is writing this output", shown=None):
     """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it
-    (``busy``: what the refusal says after the target's name)."""
+    (``busy``: what the refusal says after ``shown``, by default the target's name), or
+    when its folder takes no file."""
     target = Path(target)
+    shown = target if shown is None else shown
     lock_path = target.with_name(f".{target.name}.lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise InputError(f"{target.parent}: cannot write there ({e.strerror})") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise InputError(f"{target}: {busy}") from None
+            raise InputError(f"{shown}: {busy}") from None
         try:
             yield
         finally:

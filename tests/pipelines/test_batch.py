@@ -395,9 +395,25 @@ def test_two_batches_at_once_into_one_folder(tmp_path):
         proc = run_terrain("batch", "ingest", "g.asc", "-o", "out", "--tile", "2",
                            "--scheduler", "synchronous", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == ("terrain: out/batch: another terrain batch is writing "
+    assert proc.stderr.strip() == ("terrain: out: another terrain batch is writing "
                                    "into this folder")
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_a_folder_that_takes_no_lock_file_is_one_line(tmp_path):
+    """A read-only OUTDIR gave hold_lock's PermissionError traceback (as root, whom no mode
+    stops, a directory where the lock file goes stands for it)."""
+    (tmp_path / "g.asc").write_text(GRASS)
+    (tmp_path / "out" / ".batch.lock").mkdir(parents=True)
+    proc = run_terrain("batch", "ingest", "g.asc", "-o", "out", "--tile", "2",
+                       "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == "terrain: out: cannot write there (Is a directory)"
+    if os.geteuid() != 0:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        proc = run_terrain("batch", "ingest", "g.asc", "-o", "ro", "--tile", "2",
+                           "--scheduler", "synchronous", cwd=tmp_path)
+        assert proc.stderr.strip() == "terrain: ro: cannot write there (Permission denied)"
 
 
 def _ok(*argv, cwd):
