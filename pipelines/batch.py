@@ -412,6 +412,18 @@ def _why_again(before, ident, params):
         if differ else ""
 
 
+def _damage(out):
+    """What is wrong with the output an earlier batch made (a shard gone, another's in its
+    place: the stores list their shards), or ``""``."""
+    from terrain.io.zarr_meta import open_group
+    from terrain.tiles.store import check_shard_lists
+    try:
+        check_shard_lists(out, open_group(out, mode="r"))
+    except InputError as e:
+        return str(e)
+    return ""
+
+
 def _not_yet(previous, inp, out):
     """The manifest's row of a file this batch has not reached yet: the earlier batch's, as
     long as the output it made is there (an interrupted batch leaves it, so that a rerun
@@ -452,9 +464,16 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                 and before.get("identity") == ident and before.get("params") == params
                 and (before.get("real_output") or before.get("output")) == row["real_output"]
                 and out.exists()):
-            row.update(status="skipped", seconds=before.get("seconds"), error="",
-                       summary=before.get("summary"))
-            progress(f"{tag}: skipped (done by an earlier run)")
+            damage = _damage(out)
+            if damage:  # said, not skipped as done (nor replaced without --overwrite)
+                row.update(status="failed", seconds=0.0, error=f"{damage}: --overwrite redoes "
+                           "it", identity=before.get("identity"), params=before.get("params"),
+                           summary=before.get("summary"), output_kept=True)
+                progress(f"{tag}: failed: {row['error']}")
+            else:
+                row.update(status="skipped", seconds=before.get("seconds"), error="",
+                           summary=before.get("summary"))
+                progress(f"{tag}: skipped (done by an earlier run)")
         else:
             t0 = time.perf_counter()
             try:

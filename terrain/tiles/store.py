@@ -23,8 +23,8 @@ from .morton import morton_order
 
 __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
-           "result_dem", "link_layer", "checksummed", "check_store", "check_tile_count",
-           "window_shards", "shard_windows", "read_block", "write_block"]
+           "result_dem", "link_layer", "checksummed", "check_store", "check_shard_lists",
+           "check_tile_count", "window_shards", "shard_windows", "read_block", "write_block"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -255,6 +255,19 @@ def check_store(path, group):
             raise InputError(f"{path}: {name} has {group[name].shape[0]} values for "
                              f"{shape[axis]} {'rows' if axis == 0 else 'columns'}: the shape "
                              "was edited or the store is damaged")
+    check_shard_lists(path, group)
+    if shape[0] * shape[1] > EMPTY_STORE_CELLS:
+        now = _inventory_now(path, group, "elevation")
+        if now is not None and not shard_inventory({INVENTORY_ATTR: now}, shape, shards).any():
+            raise InputError(f"{path}: claims {shape[0]} x {shape[1]} cells but holds no data")
+
+
+def check_shard_lists(path, group):
+    """:class:`InputError` naming the store at ``path`` (``group``: it opened) unless every
+    sharded array holds exactly the shards its inventory lists (a finished store lists
+    them: :func:`terrain.io.outputs.seal_store`)."""
+    from ..io.outputs import INVENTORY_ATTR
+    from ._shards import shard_inventory
     sharded = [(name, arr) for name, arr in group.arrays() if arr.shards is not None]
     listed = any(INVENTORY_ATTR in arr.attrs for _, arr in sharded)
     for name, arr in sharded:
@@ -275,10 +288,6 @@ def check_store(path, group):
             key = "/".join(["c", *map(str, where)])
             what = "missing" if expected[where] else "not one of the shards it was written with"
             raise InputError(f"{path}: {name}/{key} is {what} (the store is damaged)")
-    if shape[0] * shape[1] > EMPTY_STORE_CELLS:
-        now = _inventory_now(path, group, "elevation")
-        if now is not None and not shard_inventory({INVENTORY_ATTR: now}, shape, shards).any():
-            raise InputError(f"{path}: claims {shape[0]} x {shape[1]} cells but holds no data")
 
 
 def _inventory_now(path, group, name):

@@ -501,3 +501,22 @@ def test_an_interrupted_batch_keeps_the_records_of_the_files_it_did_not_reach(tm
                        "synchronous", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert [r["status"] for r in _manifest(tmp_path / "out").values()] == ["skipped"] * 3
+
+
+def test_a_damaged_output_is_not_skipped_as_done(tmp_path):
+    """A shard of an earlier batch's output deleted: the rerun said 'skipped (done by an
+    earlier run)'; it fails, saying what is missing, and --overwrite redoes it."""
+    from terrain.io import write_synth
+    write_synth(tmp_path / "a.asc", 40, 50, seed=1)
+    argv = ("batch", "ingest", "a.asc", "-o", "out", "--tile", "16", "--scheduler",
+            "synchronous")
+    assert run_terrain(*argv, cwd=tmp_path).returncode == 0
+    shard = sorted((tmp_path / "out" / "a.zarr" / "elevation" / "c").rglob("*"))[-1]
+    shard.unlink()
+    proc = run_terrain(*argv, cwd=tmp_path)
+    assert proc.returncode == 1
+    row = _manifest(tmp_path / "out")["a.asc"]
+    assert row["status"] == "failed" and "is missing (the store is damaged): --overwrite " \
+        "redoes it" in row["error"], row
+    assert run_terrain(*argv, "--overwrite", cwd=tmp_path).returncode == 0
+    assert shard.exists()
