@@ -682,7 +682,10 @@ def main(argv=None):
         return status
     except InputError as e:
         # the library names a parameter (e.option), the command line its flag
-        hint = OPTION_HINTS.get(getattr(e, "option", None), "")
+        option = getattr(e, "option", None)
+        hint = OPTION_HINTS.get(option, "")
+        if option == "overwrite" and getattr(args, "resume", False):  # no partial was left
+            hint = " (a finished output: nothing to resume; --overwrite runs it again)"
         print(f"terrain: {e}{hint}", file=sys.stderr)
         return 2
     except MemoryError as e:

@@ -396,6 +396,15 @@ def test_a_resumed_fill_is_not_in_core(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.zarr").exists()
 
 
+def test_resuming_a_finished_output_says_there_is_nothing_to_resume(tmp_path, capsys):
+    """It said 'use --overwrite to replace it', inviting a whole run again."""
+    asc, _ = _asc(tmp_path, _dem(7, (20, 20)))
+    assert run_main(capsys, "fill", asc, "-o", tmp_path / "f.zarr")[0] == 0
+    rc, _, err = run_main(capsys, "fill", asc, "-o", tmp_path / "f.zarr", "--resume")
+    assert rc == 2 and err.strip().endswith("f.zarr: output exists (a finished output: "
+                                            "nothing to resume; --overwrite runs it again)")
+
+
 def test_a_tiled_fill_says_nothing_of_its_checkpoints(tmp_path):
     """The partial output's checkpoint folder is no node of the store: listing its arrays
     made zarr warn of it on stderr (a ZarrUserWarning of two lines, for every tiled fill)."""
