@@ -338,11 +338,16 @@ def test_sources_keep_the_objects_given_and_errors_are_networkxs():
         assert (type(got.value), str(got.value)) == (type(want.value), str(want.value))
 
 
-def test_should_run_keeps_small_graphs_in_networkx():
+def test_should_run_keeps_small_graphs_and_single_searches_in_networkx():
+    """A single search converts the graph first, which costs more than NetworkX's own
+    search: it runs here only on a graph NetworkX holds converted already."""
     small, big = nx.path_graph(10), nx.grid_2d_graph(300, 400)
     assert B.should_run("diameter", (small,), {}) is not True
     assert B.should_run("single_source_dijkstra_path_length", (small, 0), {}) is not True
     assert B.should_run("diameter", (nx.grid_2d_graph(20, 20),), {}) is True
+    assert B.should_run("minimum_spanning_tree", (big,), {}) is True
+    assert B.should_run("bfs_layers", (big, (0, 0)), {}) is not True
+    nx.diameter(big, backend="terrain")  # converted, and kept in NetworkX's cache
     assert B.should_run("bfs_layers", (big, (0, 0)), {}) is True
 
 
