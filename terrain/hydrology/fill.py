@@ -258,7 +258,7 @@ def _flood_levels(z, outlet, connectivity):
             None if labels is None else labels.ctypes.data + 4 * at, ctypes.byref(keys),
             ctypes.byref(weights), stop.ctypes.data)
         try:
-            _check(m, "the priority flood", r1 - r0, W)
+            _check(m, "the priority flood", r1 - r0, W, z)
             return (np.ctypeslib.as_array((ctypes.c_uint64 * m).from_address(keys.value)).copy(),
                     np.ctypeslib.as_array((ctypes.c_float * m).from_address(weights.value)).copy()
                     ) if m > 0 else None
@@ -359,9 +359,22 @@ def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
         fh[bounds[s] * W:][:heads[s].size] = heads[s]
 
 
-def _check(rc, what, H, W):
+def _refuse_infinite(z):
+    """:class:`InputError` naming the first infinite elevation of ``z`` (host or device),
+    if any: no level lies above inf (the flood left every cell undrained)."""
+    xp = array_backend(z).xp
+    bad = xp.isinf(z)
+    if bool(bad.any()):
+        r, c = (int(v) for v in xp.argwhere(bad)[0])
+        raise InputError(f"dem: elevation {float(z[r, c])} at cell (row, col) = ({r}, {c}): "
+                         "elevations are finite numbers (NaN is nodata)")
+
+
+def _check(rc, what, H, W, z=None):
     if rc == -1:
         raise MemoryError(f"fill: no memory for {what} of {H} x {W} cells")
+    if rc == -4:  # the flood found one: its first cell named here
+        _refuse_infinite(z)
     if rc == -2:
         raise InputError(f"fill: {H} x {W} cells in one block: {what} takes fewer than "
                          "2^31")
@@ -478,8 +491,9 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
         raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
     check_tile_size(tile)
     simplify = min_depth is not None or min_area is not None
-    if whole:  # all on the device from here
+    if whole:  # all on the device from here (the host's flood refuses an infinite cell)
         z = be.asarray(z)
+        _refuse_infinite(z)
     outlet = outlet_cells(z, conn, outlets)
     ops = (_GpuOps if fits else _CpuOps)(be)
     times = {}

@@ -1283,7 +1283,8 @@ int64_t terrain_ws_strahler(const int64_t *order, int64_t count, const int64_t *
  * level of a cell is then max(its strip's level, its label's minimax spill level from the
  * outlets' labels over every strip's spills and the seams' pairs): terrain_spill_levels,
  * terrain_flood_raise. Returns the spills kept (0 without labels), -1 out of memory, -2 for
- * 2^31 framed cells or more, -3 when *stop was set (checked every 65536 cells).
+ * 2^31 framed cells or more, -3 when *stop was set (checked every 65536 cells), -4 for an
+ * infinite elevation.
  * ========================================================================================== */
 
 #define FLOOD_AHEAD 2
@@ -1402,6 +1403,7 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
     flood_spills spills = {0};
     uint32_t last = 0;
     int64_t queued = 0, rc = 0;
+    int infinite = 0;
     if (closed == NULL && label == NULL) return -1;
     for (int64_t i = 0; i < H + 2; ++i)
         for (int64_t j = 0; j < w2; ++j) {
@@ -1411,12 +1413,17 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
                 const float zc = z[(i - 1) * W + j - 1];
                 fh[p] = zc;
                 never = zc != zc;
+                infinite |= zc == INFINITY || zc == -INFINITY;
             }
             if (label)
                 label[p] = -never;
             else
                 closed[p] = (uint8_t)never;
         }
+    if (infinite) { /* no level above inf: refused (the caller names the cell) */
+        rc = -4;
+        goto done;
+    }
     int32_t next = 2; /* the seams' labels */
     for (int pass = 0; pass < (label ? 3 : 1); ++pass) { /* the outlets, then the seams */
         if (pass == 1 && !(seams & 1)) continue;

@@ -233,3 +233,16 @@ def test_depression_labels_in_row_strips(seed, conn, monkeypatch):
         monkeypatch.setattr(native, "threads", lambda work=None, n=strips: n)
         np.testing.assert_array_equal(depression_labels(flooded, conn), want, strict=True,
                                       err_msg=f"{strips} strips")
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("shape", [(5, 5), (300, 200)])
+def test_an_infinite_elevation_is_refused_by_the_library_too(shape, backend):
+    """The command line's readers refuse one; fill_depressions counted every cell, outlets
+    too, as undrained (the flood's work array found none of them below inf)."""
+    from terrain.errors import InputError
+    z = np.zeros(shape, np.float32)
+    z[shape[0] - 2, 1] = -np.inf
+    with pytest.raises(InputError, match=rf"^dem: elevation -inf at cell \(row, col\) = "
+                                         rf"\({shape[0] - 2}, 1\): elevations are finite"):
+        fill_depressions(z, 8, backend=backend)
