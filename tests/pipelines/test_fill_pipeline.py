@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import child_env, run_main
+from cli import child_env, run_killed, run_main
 from grids import write_asc
 from oracles import priority_flood
 from pipelines.fill import run_fill
@@ -349,24 +349,12 @@ def test_a_damaged_checkpoint_is_run_again_with_every_later_step(tmp_path, damag
     on disk), truncated or gone while the later steps' are kept: the group runs again and
     rewrites its shards, so the later steps must too (kept, they were skipped: the store
     mixed both, a fill above its spill levels with exit 0, or a crash in the C steps)."""
-    import subprocess
-    import sys
-
     asc, _ = _asc(tmp_path, _dem(6, (40, 44), integer=True))
     args = dict(tile=4, backend="cpu", scheduler="synchronous", in_core=False)
-    code = f"""
-import os
-import terrain.tiles.store as store_mod
-store_mod.SHARD_TARGET_SIDE = 16
-import pipelines.fill as fill
-def die(*a, **k):  # the fill's first step, once the forest's steps are kept
-    os._exit(9)
-fill._up_task = die
-fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
-"""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=child_env(), timeout=300)
-    assert proc.returncode == 9, proc.stderr
+    # killed after the fill's first step, the forest's steps kept
+    run_killed(["fill", asc, "-o", tmp_path / "f.zarr", "--tile", "4", "--backend", "cpu",
+                "--scheduler", "synchronous", "--route", "tiled"], "pipelines.fill",
+               "_up_task", 1, shard_side=16)
     (partial,) = tmp_path.glob(".f.zarr.partial-*")
     group = sorted((partial / ".terrain-checkpoints").glob("mst-group*.npz"))[0]
     if damage == "gone":
@@ -378,10 +366,11 @@ fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
     side = store_mod.SHARD_TARGET_SIDE
     store_mod.SHARD_TARGET_SIDE = 16
     try:
-        run_fill(asc, tmp_path / "f.zarr", resume=True, **args)
+        resumed = run_fill(asc, tmp_path / "f.zarr", resume=True, **args)
         run_fill(asc, tmp_path / "g.zarr", **args)
     finally:
         store_mod.SHARD_TARGET_SIDE = side
+    assert resumed["reused_tasks"] > 0  # the killed run's partial, not a fresh one
     a = zarr.open_group(str(tmp_path / "f.zarr"), mode="r")
     b = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
     for name in b.array_keys():
