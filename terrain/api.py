@@ -201,6 +201,8 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
     except ValueError:  # ragged nested lists
         raise InputError(f"{name}: a raster must be a rectangular array of numbers") from None
     _real(dem, name)
+    if dem.ndim == 3 and dem.shape[0] == 1:  # one band, as rasterio reads it: (1, rows, cols)
+        dem = dem[0]
     z = _float_values(dem, dtype, name)
     if z.ndim != 2:
         raise InputError(f"{name}: a raster must be 2-D, got shape {z.shape}")

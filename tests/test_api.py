@@ -405,6 +405,15 @@ def test_a_raster_beside_the_dem_must_lie_on_its_grid():
     assert np.array_equal(same, plain, equal_nan=True) and plain[0, 1] == 20.0
 
 
+def test_one_band_as_rasterio_reads_it():
+    """``src.read()`` gives (1, rows, cols): refused where a DataArray's band=1 was taken."""
+    z = dem(3, (7, 9))
+    assert np.array_equal(terrain.fill(z[None]).filled.values, terrain.fill(z).filled.values,
+                          equal_nan=True)
+    with pytest.raises(InputError, match=r"^dem: a raster must be 2-D, got shape \(2, 7, 9\)"):
+        terrain.fill(np.stack([z, z]))
+
+
 def test_a_masked_array_is_nodata_where_masked():
     z = dem(5, (7, 9))
     z[3, 4] = -9999
