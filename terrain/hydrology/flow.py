@@ -381,7 +381,8 @@ class _FlatMemo:
 
     def put(self, key, state):
         with self.lock:
-            self._drop(key)
+            for older in [k for k in self.states if k[:2] == key[:2]]:  # its group's earlier
+                self._drop(older)
             if state is None:
                 return
             if self.used + state.nbytes > self.budget:
@@ -499,6 +500,10 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
     # without flat cells, leaves it as it is
     versions, ran_with, running = {}, {}, set()
     passes = {"flat_passes": 0, "flat_passes_lowered": 0}
+    # each group's passes so far: a pass takes the state its group's previous pass kept, and
+    # the directions the last one's; a state an older pass left in another worker process
+    # (its later passes ran elsewhere) is stale, and taken it made flats drain wrong
+    count = {}
 
     def seeds_of(group):
         gi, gj = group
@@ -508,8 +513,9 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
     def prepare(group):  # a pass is given its neighbours' border cells published so far
         ran_with[group] = seeds_of(group)
         running.add(group)
-        return group, {n: (frames_a[n], frames_t[n]) for n in _neighbours(group, gset)
-                       if n in frames_a}
+        count[group] = count.get(group, 0) + 1
+        return group, count[group], {n: (frames_a[n], frames_t[n])
+                                     for n in _neighbours(group, gset) if n in frames_a}
 
     def after(group, res):
         running.discard(group)
@@ -533,30 +539,30 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
                 and seeds_of(n) != ran_with[n]]
 
     def flat_pass(item):
-        group, near = item
+        group, n, near = item
         window = plan.window(plan.group_level, *group)
         ha, ht = (_seeds(({n: a for n, (a, _) in near.items()},
                           {n: t for n, (_, t) in near.items()}), group, window)
                   if near else (None, None))
         # the memo keeps host states: a device's kernels run every pass whole
         memo = None if ops.be.is_gpu else _flat_memo()
-        state = None if memo is None or ha is None else memo.take((run, group))
+        state = None if memo is None or ha is None else memo.take((run, group, n - 1))
         if state is not None:
             res = state.again(ha, ht, spec.step)
-            memo.put((run, group), state)
+            memo.put((run, group, n), state)
             return res
         keep = None if memo is None else (
-            lambda *a: memo.put((run, group), _FlatState.of(*a)))
+            lambda *a: memo.put((run, group, n), _FlatState.of(*a)))
         return _group_step(spec, ops, *_padded(spec, read_z, read_out, window), ha, ht, None,
                            keep)
 
     try:
         (run_groups or _run_in_order)(flat_pass, prepare, groups, after)
     except BaseException:
-        forget_flat_states((None, None, run))
+        forget_flat_states((None, None, run, count))
         raise
     heights = _flat_heights(plan, results, spec.step)
-    return results, heights, passes, (frames_a, frames_t, run)
+    return results, heights, passes, (frames_a, frames_t, run, count)
 
 
 def forget_flat_states(frames):
@@ -584,7 +590,8 @@ def direction_group(spec, plan, group, read_z, read_out, heights, frames, backen
     with the final borders), else computed again."""
     ops = _ops(backend)
     window = plan.window(plan.group_level, *group)
-    state = None if ops.be.is_gpu else _flat_memo().take((frames[2], group))
+    state = None if ops.be.is_gpu else _flat_memo().take((frames[2], group,
+                                                          frames[3].get(group, 0)))
     ha, ht = (None, None) if state is not None else _seeds(frames[:2], group, window)
     code, stats = _group_step(spec, ops, *_padded(spec, read_z, read_out, window), ha, ht,
                               heights.get(group, np.zeros(1, np.int32)), state=state)

@@ -112,6 +112,27 @@ def test_passes_without_kept_states_run_whole_to_the_same_bits(monkeypatch):
     np.testing.assert_array_equal(kept.direction, flow_directions(f, backend="cpu").direction)
 
 
+def test_passes_spread_over_processes_give_the_same_bits(monkeypatch):
+    """Each pass in one of two worker processes, by turns, each with its memo: a state an
+    older pass left in one of them was taken for a later pass or the directions, while the
+    group's newer passes had run in the other (an external cluster: flats draining to the
+    wrong cells, undrained sinks, another result each run)."""
+    import itertools
+    import terrain.hydrology.flow as flow
+    z = np.full((64, 64), 10.0, np.float32)
+    z[2:62, 2:62] = 5.0
+    z[40, 0:3] = 5.0
+    z[40, 0] = 4.0
+    f = priority_flood(z)
+    want = flow_directions(f, backend="cpu").direction
+    for first in (0, 1):
+        memos = [flow._FlatMemo(1 << 30), flow._FlatMemo(1 << 30)]
+        turns = itertools.cycle(memos[first:] + memos[:first])
+        monkeypatch.setattr(flow, "_flat_memo", lambda: next(turns))
+        got = flow_directions(f, tile=4, group_tiles=1, backend="cpu")
+        np.testing.assert_array_equal(got.direction, want)
+
+
 def test_the_memo_makes_room_from_other_runs_only():
     from terrain.hydrology.flow import _FlatMemo
 
