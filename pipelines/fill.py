@@ -446,8 +446,10 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     shard = open_array(dem_path, "elevation")
     side = (getattr(shard, "shards", None) or shard.chunks)[0]
     with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
-        graph = build_fill_graph(dem_path, out_path, spec, max(1, side // spec.tile), be.name,
-                                 None, geo, names=("filled",), partial=partial)
+        # a cluster given by address runs the tasks in other folders: absolute
+        graph = build_fill_graph(cluster.remote_input(dem_path), cluster.remote_input(out_path),
+                                 spec, max(1, side // spec.tile), be.name, None, geo,
+                                 names=("filled",), partial=partial)
         (summary,) = cluster.compute(graph, label="fill")
     _drop_forest(out_path)
     return summary
