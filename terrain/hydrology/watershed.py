@@ -220,6 +220,8 @@ def stream_links(direction, accumulation, threshold):
         links.append({"cells": [divmod(int(cells[i]), C) for i in chain],
                       "order": int(strahler[start]), "upstream": float(acc[last]),
                       # its last cell drains nowhere: an outlet, also where it is the
-                      # confluence that starts the outlet's own link of one cell
-                      "outlet": bool(down[chain[-1]] < 0)})
+                      # confluence that starts the outlet's own link of one cell (a stream
+                      # ends before one where negative weights drop the accumulation below
+                      # the threshold: not an outlet)
+                      "outlet": bool(d.ravel()[cells[chain[-1]]] == 0)})
     return links

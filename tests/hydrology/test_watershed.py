@@ -329,3 +329,15 @@ def test_snap_measures_in_map_units_on_cells_not_square(cellsize):
         want = (r, c) if not near.any() else divmod(int(np.argmax(np.where(near, acc,
                                                                               -np.inf))), 50)
         assert snap_outlets(acc, [(r, c)], radius, cellsize) == [want], (r, c, radius)
+
+
+def test_a_stream_that_ends_above_its_outlet_is_no_outlets_link():
+    """Negative weights (losses) drop the accumulation below the threshold on the way: the
+    stream ends there, mid-slope, and its last link was flagged ``outlet``."""
+    d = np.array([[1, 1, 1, 1, 0]], np.uint8)  # all east to the outlet at the end
+    w = np.array([[5.0, 5.0, -9.0, 1.0, 1.0]])
+    acc = flow_accumulation(d, w, backend="cpu")  # 5, 10, 1, 2, 3
+    (link,) = stream_links(d, acc, 4)
+    assert link["cells"] == [(0, 0), (0, 1)] and link["outlet"] is False
+    (whole,) = stream_links(d, flow_accumulation(d, backend="cpu"), 1)
+    assert whole["cells"][-1] == (0, 4) and whole["outlet"] is True
