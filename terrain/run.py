@@ -549,7 +549,8 @@ def _add_hydrology(sub):
                         "are outlets (labelled after the others)")
     p.add_argument("--snap", type=float, default=0.0, metavar="DIST",
                    help="move each outlet to the cell of largest accumulation within DIST map "
-                        "units (ArcGIS's Snap Pour Point; default 0: as given)")
+                        "units of the centre of its cell (ArcGIS's Snap Pour Point; default 0: "
+                        "as given)")
     p.add_argument("-o", "--output", required=True, metavar="LABELS.tif|LABELS.zarr",
                    help="int32 labels (0: drains elsewhere; -1 nodata): a GeoTIFF or a store")
     p.add_argument("--overwrite", action="store_true", help="replace the output")
