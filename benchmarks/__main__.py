@@ -46,10 +46,10 @@ def _grid_size(b, side, what="synthetic grid"):
                    help=f"{what} columns (default {side})")
 
 
-def _terrain_python(b, when=""):
+def _terrain_python(b, when="", default="this checkout's source with this python"):
     b.add_argument("--terrain-python", default=None, help=f"{when}the python of a venv where "
-                   "terrain is installed as a user installs it (pip install .); default: this "
-                   "checkout's source with this python")
+                   f"terrain is installed as a user installs it (pip install .); default: "
+                   f"{default}")
 
 
 def _backend(b):
@@ -133,6 +133,7 @@ def build_parser():
     b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
     b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
     b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs (default 3)")
+    _terrain_python(b, default="the terrain command beside this python, else on the PATH")
     for name in ("bfs", "diameter"):
         b = bsub.add_parser(name, help=f"terrain {name} vs "
                             + ("scipy breadth_first_order" if name == "bfs" else "networkx"))

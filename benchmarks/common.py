@@ -2,12 +2,14 @@
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-__all__ = ["peak_rss_bytes", "child_env", "timed_child", "friction_grid"]
+__all__ = ["peak_rss_bytes", "child_env", "timed_child", "friction_grid", "installed_terrain"
+           ]
 
 
 def peak_rss_bytes():
@@ -35,12 +37,23 @@ def terrain_command(terrain_python=None):
     return [sys.executable, "-m", "terrain.run"], child_env()
 
 
-def timed_child(argv, env=None):
+def installed_terrain(terrain_python=None):
+    """The ``terrain`` console script of an installation: the one beside ``terrain_python``
+    when given, else beside this python, else on the PATH; None when there is none."""
+    if terrain_python:
+        found = [Path(terrain_python).parent / "terrain"]
+    else:
+        found = [Path(sys.executable).parent / "terrain", shutil.which("terrain")]
+    return next((Path(p) for p in found if p and os.access(p, os.X_OK)), None)
+
+
+def timed_child(argv, env=None, cwd=None):
     """``(wall seconds, peak RSS bytes, user + system CPU seconds)`` of one child process
     (``wait4``: its own figures, whatever else the machine runs); RuntimeError with the
     end of its stderr when it fails."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            cwd=cwd)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace")

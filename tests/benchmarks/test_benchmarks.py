@@ -66,3 +66,23 @@ def test_bench_blocked_runs_and_agrees(tmp_path, capsys):
     assert "96² in-core" in out and "96² blocked" in out
     assert "blocked == in-core bit for bit: True" in out
     assert not list(tmp_path.glob("*.zarr"))  # the stores removed
+
+
+def test_bench_startup_runs_the_installed_command_and_says_which(tmp_path):
+    """Not the checkout's source: the ``terrain`` script beside ``--terrain-python``, named
+    in the output (a stand-in script that logs its arguments)."""
+    log = tmp_path / "ran.txt"
+    script = tmp_path / "terrain"
+    script.write_text(f"#!{sys.executable}\nimport sys\n"
+                      f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n")
+    script.chmod(0o755)
+    rc, so, se = run_benchmark("startup", "--repeat", 1, "--terrain-python", tmp_path / "python")
+    assert rc == 0, se
+    assert str(script) in so.splitlines()[0], so
+    assert [line.split()[0] for line in log.read_text().splitlines()] == ["mst"] * 3
+
+
+def test_bench_startup_refuses_without_an_installation(tmp_path):
+    rc, so, se = run_benchmark("startup", "--terrain-python", tmp_path / "python")
+    assert rc == 2 and not so
+    assert len(se.strip().splitlines()) == 1 and "no installed terrain command" in se, se
