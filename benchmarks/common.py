@@ -8,8 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["peak_rss_bytes", "child_env", "timed_child", "friction_grid", "installed_terrain"
-           ]
+__all__ = ["peak_rss_bytes", "child_env", "timed_child", "friction_grid", "installed_terrain",
+           "verdict", "MAX_REL_DIFF"]
+
+#: cost distances differing more than this from ours (relative) are another result: the
+#: peers solve the same model, so only float32 rounding may tell them apart
+MAX_REL_DIFF = 1e-6
 
 
 def peak_rss_bytes():
@@ -45,6 +49,23 @@ def installed_terrain(terrain_python=None):
     else:
         found = [Path(sys.executable).parent / "terrain", shutil.which("terrain")]
     return next((Path(p) for p in found if p and os.access(p, os.X_OK)), None)
+
+
+def verdict(checks, goals=(), unchecked="no other contender's result was compared with ours"):
+    """End a benchmark: one line per result compared with another contender's (``checks``:
+    ``(what, agreed)``), or one saying that nothing was compared (``unchecked``: why); one
+    line per goal of
+    docs/performance.md this run measured (``goals``: ``(goal, met)``). Returns the exit
+    status: 1 when a result differed. A missed goal does not fail the run: speed varies with
+    the machine's load, results do not."""
+    checks = list(checks)
+    if not checks:
+        print(f"check: nothing compared ({unchecked})")
+    for what, agreed in checks:
+        print(f"check: {what}: {'agree' if agreed else 'DIFFER'}")
+    for goal, met in goals:
+        print(f"goal {goal}: {'met' if met else 'NOT met'}")
+    return 0 if all(agreed for _, agreed in checks) else 1
 
 
 def timed_child(argv, env=None, cwd=None):

@@ -49,7 +49,7 @@ import numpy as np
 from terrain.backend import get_backend
 from terrain.grid.costs import ARC_DC, ARC_DR, arc_codes, arc_lengths
 
-from .common import friction_grid, peak_rss_bytes
+from .common import MAX_REL_DIFF, friction_grid, peak_rss_bytes, verdict
 
 __all__ = ["bench_cost_distance_command", "friction_grid", "scipy_cost_distance",
            "synthetic_dem", "synthetic_dem_store", "whole_process"]
@@ -167,6 +167,7 @@ def whole_process(args):
           f"--reuse query of its store from two other cells")
     print(f"store synthesised in {t_synth:.2f} s (not timed below)")
     print(f"{'implementation':36s} {'wall s':>8s}  inside the run")
+    answers = {"fresh": set(), "--reuse query": set()}  # every scheduler, every repeat
     for label, cells, reuse, target, scheduler in runs:
         cmd = [sys.executable, "-m", "terrain.run", "cost-distance", str(store), "-o",
                str(target), "--cost", args.cost, "--json", "--overwrite",
@@ -195,12 +196,14 @@ def whole_process(args):
         if s.get("wall_seconds"):
             print(f"  steps ({s.get('path', 'task graph')}): " + ", ".join(
                 f"{k} {v:.3f} s" for k, v in s["wall_seconds"].items()))
+        answers[label.split(",")[0]].add((s["reached_cells"], s["max_distance"]))
         print(f"  reached {s['reached_cells']} cells, max distance {s['max_distance']}, queue "
               f"{s.get('queue')}" + (f", reused: {', '.join(s['reused']) or 'nothing'}"
                                      if reuse is not None else ""))
     for name in ("scikit-image MCP_Geometric", "xarray-spatial cost_distance"):
         print(f"{name:36s} {'-':>8s}  not run at this size (whole-process mode)")
-    return 0
+    return verdict((f"{kind} runs' reached cells and max distance, default vs threads "
+                    "scheduler", len(seen) == 1) for kind, seen in answers.items())
 
 
 def bench_cost_distance_command(args):
@@ -227,7 +230,7 @@ def bench_cost_distance_command(args):
     ours = grid_sssp(z, [src], cost="friction", friction=fr, backend=be)
     t_ours, c_ours = clock.read()
     results.append((f"terrain in-core ({be.name}, {ours.stats.get('queue')})", (t_ours, c_ours),
-                    "-"))
+                    None))
     rss_ours = peak_rss_bytes()
 
     try:
@@ -238,8 +241,7 @@ def bench_cost_distance_command(args):
         clock = _Clock()
         mcp = MCP_Geometric(fr.astype(np.float64), fully_connected=True)
         cum, _ = mcp.find_costs([src])
-        results.append(("scikit-image MCP_Geometric", clock.read(),
-                        f"{_rel(cum, ours.distance):.1e}"))
+        results.append(("scikit-image MCP_Geometric", clock.read(), _rel(cum, ours.distance)))
         del mcp, cum
 
     if rows * cols > SCIPY_MAX_CELLS:
@@ -248,8 +250,7 @@ def bench_cost_distance_command(args):
     else:
         clock = _Clock()
         d = scipy_cost_distance(fr, src)
-        results.append(("scipy dijkstra (CSR build incl.)", clock.read(),
-                        f"{_rel(d, ours.distance):.1e}"))
+        results.append(("scipy dijkstra (CSR build incl.)", clock.read(), _rel(d, ours.distance)))
         del d
 
     try:
@@ -265,24 +266,29 @@ def bench_cost_distance_command(args):
         xs = cost_distance(xr.DataArray(raster, dims=("y", "x"), coords=coords),
                            xr.DataArray(fr.astype(np.float64), dims=("y", "x"), coords=coords))
         xd = np.asarray(xs.values)
-        results.append(("xarray-spatial cost_distance", clock.read(),
-                        f"{_rel(xd, ours.distance):.1e}"))
+        results.append(("xarray-spatial cost_distance", clock.read(), _rel(xd, ours.distance)))
 
     print(f"cost-distance bench: {rows} x {cols} cells, friction U[1,2] (seed {args.seed}), "
           f"one source at the centre, 8-connected; device {be.device_name()}")
     print(f"{'implementation':36s} {'wall s':>8s} {'x ours':>7s} {'CPU s':>8s} {'x ours':>7s} "
           f"{'Mcells/s':>9s}  max rel. diff vs ours")
-    for name, secs, note in results:
+    checks, goals = [], []
+    for name, secs, diff in results:
         if secs is None:
-            print(f"{name:36s} {'-':>8s} {'-':>7s} {'-':>8s} {'-':>7s} {'-':>9s}  {note}")
-        else:
-            wall, cpu = secs
-            print(f"{name:36s} {wall:8.2f} {wall / t_ours:7.2f} {cpu:8.2f} {cpu / c_ours:7.2f} "
-                  f"{rows * cols / wall / 1e6:9.2f}  {note}")
+            print(f"{name:36s} {'-':>8s} {'-':>7s} {'-':>8s} {'-':>7s} {'-':>9s}  {diff}")
+            continue
+        wall, cpu = secs
+        note = "-" if diff is None else f"{diff:.1e}"
+        print(f"{name:36s} {wall:8.2f} {wall / t_ours:7.2f} {cpu:8.2f} {cpu / c_ours:7.2f} "
+              f"{rows * cols / wall / 1e6:9.2f}  {note}")
+        if diff is not None:
+            checks.append((f"distances vs {name} (max rel. diff {note})", diff <= MAX_REL_DIFF))
+            if be.name == "cpu" and not name.startswith("xarray"):
+                goals.append((f"cpu >= 5x {name}", wall / t_ours >= 5))
     if ours.stats.get("phases"):
         print("terrain phases: " + ", ".join(f"{k} {v:.3f} s"
                                              for k, v in ours.stats["phases"].items()))
     print(f"reached {ours.reached} cells, max distance {np.nanmax(ours.distance):.6f}; "
           f"peak RSS after terrain {rss_ours / 2**30:.2f} GiB, at the end "
           f"{peak_rss_bytes() / 2**30:.2f} GiB")
-    return 0
+    return verdict(checks, goals)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import friction_grid, terrain_command, timed_child
+from .common import MAX_REL_DIFF, friction_grid, terrain_command, timed_child, verdict
 
 __all__ = ["bench_cost_peers", "GRASS_SCRIPT", "SKIMAGE_SCRIPT", "friction_tif"]
 
@@ -120,6 +120,7 @@ def bench_cost_peers(args):
     (work / "skimage_cost.py").write_text(SKIMAGE_SCRIPT)
     ours, env = terrain_command(args.terrain_python)
     sides = [int(s) for s in str(args.sides).split(",")]
+    checks, goals = [], []
     print(f"cost distance, whole processes: friction U[1,2] GeoTIFF (seed {args.seed}), centre "
           f"source, 8-connected; {args.repeat} interleaved runs, minimum wall and minimum CPU "
           f"(user + sys) seconds; {os.cpu_count()} CPUs, load average {_load()}")
@@ -155,10 +156,16 @@ def bench_cost_peers(args):
             note = "-"
             if name != "terrain":
                 theirs = _read(out / ("grass.tif" if "GRASS" in name else "skimage.tif"))
-                note = f"{_rel(theirs, distances):.1e}"
+                diff = _rel(theirs, distances)
+                note = f"{diff:.1e}"
+                checks.append((f"{side}² distances vs {name}'s (max rel. diff {note})",
+                               diff <= MAX_REL_DIFF))
+                if side >= 1024:
+                    goals.append((f"{side}² >= 3x {name} in CPU seconds",
+                                  cpu / best["terrain"][1] >= 3))
             print(f"{side:6d} {name:22s} {wall:8.2f} {cpu:8.2f} "
                   f"{wall / best['terrain'][0]:10.2f} {cpu / best['terrain'][1]:9.2f} "
                   f"{peak / 1e6:8.0f}  {note}",
                   flush=True)
     print(f"load average at the end {_load()}")
-    return 0
+    return verdict(checks, goals)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import terrain_command, timed_child
+from .common import terrain_command, timed_child, verdict
 
 __all__ = ["bench_fill_command", "RICHDEM_SCRIPT"]
 
@@ -112,7 +112,9 @@ def bench_fill_command(args):
             rd = ds.read(1)
         f = zarr.open_group(str(out_store), mode="r")["filled"][:]
         same = np.array_equal(np.where(np.isnan(f), np.float32(-9999), f), rd)
+        wall_ratio = walls["richdem"] / walls["terrain"]
         print(f"ratio     RichDEM / terrain = {best['richdem'] / best['terrain']:.2f}x in CPU "
-              f"seconds, {walls['richdem'] / walls['terrain']:.2f}x in wall seconds (each "
-              f"the minimum of its runs); filled DEMs {'identical' if same else 'DIFFER'}")
-    return 0
+              f"seconds, {wall_ratio:.2f}x in wall seconds (each the minimum of its runs)")
+        return verdict([("filled DEM vs RichDEM's, cell by cell", same)],
+                       [("whole process >= 3x RichDEM (wall seconds)", wall_ratio >= 3)])
+    return verdict([], unchecked="RichDEM not run: give --richdem-python")

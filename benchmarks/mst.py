@@ -30,7 +30,7 @@ from terrain.grid import boruvka_tiles
 from terrain.grid.edges import grid_edges, horizontal_lengths, weight_model_code
 from terrain.tiles import create_store, is_store, open_store
 
-from .common import peak_rss_bytes
+from .common import peak_rss_bytes, verdict
 from .mst_ecl import relief
 from pipelines.mst import run_mst
 
@@ -165,7 +165,7 @@ def bench_mst_command(args):
         backends = ["cpu"] + (["gpu"] if gpu_available() else [])
     record = {"rows": rows, "cols": cols, "tile": tile, "connectivity": conn,
               "store_bytes": store_bytes, "runs": {}}
-    total_ours = None
+    totals = {}
     for name in backends:
         be = get_backend(name)
         out = workdir / f"mst-{rows}x{cols}-t{tile}.{name}.mst.zarr"
@@ -174,7 +174,7 @@ def bench_mst_command(args):
                     scheduler=args.scheduler or "local", overwrite=True)
         dt = time.perf_counter() - t0
         rate, ntiles, bdt = _boruvka_rate(store, conn)
-        total_ours = s["total_weight"]
+        totals[name] = s["total_weight"]
         io = s["read_bytes"] + s["written_bytes"]
         print(f"terrain {name:4s} ({be.device_name()}): {dt:7.2f} s store->written MST, "
               f"{cells / dt / 1e6:8.2f} Mcells/s; tile Boruvka {rate / 1e9:.3f} G edges/s "
@@ -190,6 +190,12 @@ def bench_mst_command(args):
         if not args.scheduler:
             record["runs"][name]["schedulers"] = _scheduler_report(store, out, conn, name)
         shutil.rmtree(out, ignore_errors=True)
+    def same(a, b):  # float totals summed in another order
+        return abs(a - b) <= 1e-6 * max(1.0, abs(a))
+
+    checks = [("forest total weight, cpu vs gpu", same(totals["cpu"], totals["gpu"]))] \
+        if len(totals) == 2 else []
+    goals = []
     rss_ours = peak_rss_bytes() / 2**20
     print(f"peak RSS after terrain: {rss_ours:.0f} MB")
     record["peak_rss_mb_terrain"] = rss_ours
@@ -203,8 +209,10 @@ def bench_mst_command(args):
         print(f"peak RSS after scipy: {rss:.0f} MB")
         record.update({"scipy_seconds": dt, "scipy_total_weight": total,
                        "peak_rss_mb_scipy": rss})
-        if total_ours is not None and abs(total - total_ours) > 1e-6 * max(1.0, abs(total)):
-            print("WARNING: total weights differ")
+        checks += [(f"forest total weight, terrain {name} vs scipy",
+                    same(total, t)) for name, t in totals.items()]
+        if ours:
+            goals.append(("terrain cpu >= 5x scipy", dt / ours >= 5))
     if os.environ.get("TERRAIN_BENCH_JSON"):
         Path(os.environ["TERRAIN_BENCH_JSON"]).write_text(json.dumps(record, indent=2, default=str))
-    return 0
+    return verdict(checks, goals)

@@ -36,6 +36,8 @@ from terrain.errors import InputError
 from terrain.grid.mst import grid_mst
 from terrain.grid.mst_device import device_mst
 
+from .common import verdict
+
 __all__ = ["bench_mst_ecl", "write_egr", "build_ecl", "relief"]
 
 _NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
@@ -194,6 +196,7 @@ def bench_mst_ecl(args):
     be = get_backend("gpu")
     cp = be.xp
     sides = [int(s) for s in str(args.sides).split(",") if s.strip()]
+    checks, goals = [], []
     with tempfile.TemporaryDirectory(prefix="terrain-ecl-") as tmp:
         t0 = time.perf_counter()
         exe, prints_weight = build_ecl(args.ecl_source, tmp)
@@ -230,6 +233,8 @@ def bench_mst_ecl(args):
             print(f"  terrain grid_mst call (host DEM -> host mask): {call_s * 1e3:.1f} ms, "
                   f"path {r.path}; tiled path (in_core=False) {tiled_s:.2f} s, same forest: "
                   f"{same}")
-            if ecl_w is not None and ecl_w != f.total_weight:
-                print("  WARNING: total weights differ")
-    return 0
+            checks.append((f"{side}^2 tiled vs in-core forest", same))
+            if ecl_w is not None:
+                checks.append((f"{side}^2 total weight vs ECL-MST's", ecl_w == f.total_weight))
+            goals.append((f"{side}^2 terrain's in-core GPU MST faster than ECL-MST", dev_s < ecl_s))
+    return verdict(checks, goals)

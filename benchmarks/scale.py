@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .common import verdict
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,7 +70,8 @@ def run_on_cluster(store, workers, tile_dir, run=0):
                 "worker_peak_rss_mb": round(rss),
                 "task_s": {k: round(v, 2) for k, v in doc["phase_seconds"].items()},
                 "read_bytes": doc["read_bytes"], "written_bytes": doc["written_bytes"],
-                "graph_bytes": doc["graph_bytes"], "path": doc["path"]}
+                "graph_bytes": doc["graph_bytes"], "path": doc["path"],
+                "edges": doc["edges"], "total_weight": doc["total_weight"]}
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -87,8 +90,14 @@ def bench_scale_command(args):
                  "--scheduler", "threads"]):
             raise SystemExit("ingest failed")
         asc.unlink()
+        forests = set()
         for run, n in enumerate(args.workers):
-            print(json.dumps(run_on_cluster(store, n, d, run)), flush=True)
+            row = run_on_cluster(store, n, d, run)
+            forests.add((row["edges"], row["total_weight"]))
+            print(json.dumps(row), flush=True)
+    return verdict([("forests (edges, total weight) on every number of workers",
+                     len(forests) == 1)] if len(args.workers) > 1 else [],
+                   unchecked="one number of workers: give two to compare their forests")
 
 
 def add_arguments(p):

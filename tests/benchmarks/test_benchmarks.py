@@ -21,7 +21,7 @@ def test_bench_graph_load_runs_and_agrees(tmp_path):
     rc, so, se = run_benchmark("graph-load", "--scale", 10, "--edge-factor", 4, "--repeat", 1,
                          "--workdir", tmp_path, "--scheduler", "threads")
     assert rc == 0, se
-    assert "vertices: same" in so, so
+    assert "check: vertices reached vs numpy loadtxt + scipy's: agree" in so, so
     assert "numpy loadtxt + scipy" in so and "CSR build" in so
 
 
@@ -86,3 +86,49 @@ def test_bench_startup_refuses_without_an_installation(tmp_path):
     rc, so, se = run_benchmark("startup", "--terrain-python", tmp_path / "python")
     assert rc == 2 and not so
     assert len(se.strip().splitlines()) == 1 and "no installed terrain command" in se, se
+
+
+def run_in_process(*argv):
+    """``python -m benchmarks ARGV`` in this process: its exit status."""
+    from benchmarks.__main__ import main
+    return main([str(a) for a in argv])
+
+
+def test_a_peer_that_disagrees_fails_the_benchmark_naming_what(monkeypatch, capsys):
+    """scipy's distances doubled: exit status 1 and a line saying which result differed."""
+    import benchmarks.cost_distance as cd
+    real = cd.scipy_cost_distance
+    monkeypatch.setattr(cd, "scipy_cost_distance", lambda *a, **k: 2 * real(*a, **k))
+    assert run_in_process("cost-distance", "--rows", 24, "--cols", 20, "--backend", "cpu") == 1
+    checks = [line for line in capsys.readouterr().out.splitlines() if line.startswith("check:")]
+    assert any("scipy dijkstra" in line and line.endswith(": DIFFER") for line in checks), checks
+
+
+def test_bfs_distances_are_checked_against_scipys_tree_and_the_floor_reported(capsys):
+    assert run_in_process("bfs", "--graph", "grid", "--rows", 24, "--cols", 17, "--sources", 2,
+                          "--backend", "cpu") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("check: distances from vertex")
+               and line.endswith("vs scipy's BFS tree: agree") for line in out), out
+    assert any(line.startswith("goal terrain cpu faster than scipy: ") for line in out), out
+
+
+def test_diameter_is_checked_against_networkx(capsys):
+    assert run_in_process("diameter", "--graph", "grid", "--rows", 9, "--cols", 13,
+                          "--backend", "cpu") == 0
+    assert "check: cpu diameter vs networkx's: agree" in capsys.readouterr().out
+
+
+def test_a_benchmark_without_a_peer_says_it_compared_nothing(capsys):
+    assert run_in_process("sssp", "--graph", "grid", "--rows", 8, "--cols", 8, "--sources", 1,
+                          "--no-scipy", "--backend", "cpu") == 0
+    out = capsys.readouterr().out
+    assert "check: nothing compared" in out and "speed-up" not in out
+
+
+def test_a_missed_goal_is_reported_but_does_not_fail_the_run(capsys):
+    from benchmarks.common import verdict
+    assert verdict([("forest", True)], [("fast", False)]) == 0
+    assert verdict([("forest", False)], [("fast", True)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "check: forest: agree", "goal fast: NOT met", "check: forest: DIFFER", "goal fast: met"]
