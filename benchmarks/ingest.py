@@ -189,7 +189,13 @@ def bench_ingest_command(args):
 
 
 if __name__ == "__main__":  # child processes of run_bench_ingest
-    which, *rest = sys.argv[1:]
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ingest", description="one side of "
+                                 "python -m benchmarks ingest, run by it as a child process")
+    ap.add_argument("which", choices=("terrain", "rasterio"))
+    ap.add_argument("rest", nargs="+", help="terrain: IN STORE TILE SCHEDULER; rasterio: IN STORE")
+    args = ap.parse_args()
+    which, rest = args.which, args.rest
     if which == "terrain":
         result = _child_terrain(rest[0], rest[1], int(rest[2]), rest[3] or None)
     else:

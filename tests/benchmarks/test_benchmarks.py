@@ -132,3 +132,29 @@ def test_a_missed_goal_is_reported_but_does_not_fail_the_run(capsys):
     assert verdict([("forest", False)], [("fast", True)]) == 1
     assert capsys.readouterr().out.splitlines() == [
         "check: forest: agree", "goal fast: NOT met", "check: forest: DIFFER", "goal fast: met"]
+
+
+def _benchmark_modules():
+    """Every module of the benchmarks run as ``python -m benchmarks.NAME``."""
+    return sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py")
+                  if 'if __name__ == "__main__"' in p.read_text() and p.stem != "__main__")
+
+
+@pytest.mark.parametrize("module", _benchmark_modules())
+@pytest.mark.filterwarnings("ignore:'benchmarks.:RuntimeWarning")  # run again as __main__
+def test_every_benchmark_module_answers_help(module, monkeypatch, capsys):
+    import runpy
+    monkeypatch.setattr(sys, "argv", [module, "--help"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_module(f"benchmarks.{module}", run_name="__main__", alter_sys=True)
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: ")
+
+
+def test_every_benchmark_answers_help(capsys):
+    from benchmarks.__main__ import BENCHMARKS, build_parser
+    for name in ["", *BENCHMARKS]:
+        with pytest.raises(SystemExit) as stop:
+            build_parser().parse_args([name, "--help"] if name else ["--help"])
+        assert stop.value.code == 0
+        assert capsys.readouterr().out.startswith("usage: python -m benchmarks")
