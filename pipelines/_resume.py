@@ -28,13 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import input_identity
+from terrain.io.outputs import finish_companions, input_identity
 from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
            "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result",
            "load_result", "NotCheckpointable", "checkpoint_folder", "kept_checkpoints",
-           "checkpoint_at", "drop_stale_checkpoints"]
+           "checkpoint_at", "drop_stale_checkpoints", "geotiffs_finished"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
 # zarr warns of every folder in a group that is no node of it: listing a partial output's
@@ -422,3 +422,14 @@ def drop_checkpoints(partial):
     shutil.rmtree(Path(partial) / CHECKPOINT_DIR, ignore_errors=True)
     if Path(partial).is_dir():
         sweep_partial_files(partial)
+
+
+def geotiffs_finished(out, key, files, write, command):
+    """A resumed run of a store this run (``key``) published whose GeoTIFFs ``files`` a
+    stop left incomplete: ``write(store)`` stages them again from it
+    (:func:`terrain.io.outputs.finish_companions`), and the store's ``command`` summary is
+    returned; else None (the run goes on)."""
+    if not finish_companions(out, key, files, write):
+        return None
+    from terrain.io.zarr_meta import open_group
+    return {**open_group(out, mode="r").attrs[command], "geotiff": [str(f) for f in files]}

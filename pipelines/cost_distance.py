@@ -33,11 +33,12 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
 
 from . import _plan as _plans
-from ._resume import data_identity, drop_checkpoints, prepare_resume, run_key
+from ._resume import (data_identity, drop_checkpoints, geotiffs_finished, prepare_resume,
+                      run_key)
 from .cost_distance_incore import (RUN_ATTRS, check_incore_reuse, reusable_kind,
                                    reuse_attributes, run_incore)
-from .cost_distance_store import (cost_model_attributes, dem_in_output, geotiff_paths,
-                                  write_geotiffs)
+from .cost_distance_store import (cost_model_attributes, dem_in_output, geotiff_files,
+                                  geotiff_paths, write_geotiffs)
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "check_cost_options",
@@ -298,7 +299,8 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     # the output may not be (or hold, or lie in) the DEM, the friction raster, the sources
     # file or the reused store: --overwrite would replace the input (at URLs: url_output)
     inputs = [inp, friction, sources_file, stops_file, reuse]
-    check_local_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite)
+    # (a resumed run may find the store published and its GeoTIFFs not: checked later)
+    check_local_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite or resume)
     grid = _plans.open_header(inp, tile)
     check_weight_units(cost, grid["crs"], inp, kind="cost")
     gt = grid["geotransform"]
@@ -318,8 +320,16 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     key = run_key("cost-distance", [p for p in inputs if p is not None and not is_remote(p)],
                   str(inp), data_identity(inp), cost, connectivity, max_cost, tile, tile_sssp,
                   max_height, spec["algorithm"], be.name, _digest(srcs, costs, stops))
+    tifs = geotiff_files(geotiff_dir)
+    done = resume and geotiffs_finished(
+        out, key, tifs, lambda store: write_geotiffs(store, geotiff_dir,
+                                                     memory=spec.get("memory_bytes")),
+        "cost_distance")
+    if done:
+        return done
     try:
-        with output_at(out, overwrite, inputs=inputs, key=key, resume=resume) as tmp:
+        with output_at(out, overwrite, inputs=inputs, key=key, resume=resume,
+                       companions=tifs) as tmp:
             reused = prepare_resume(tmp) if resume else 0
             # a friction raster's store: scratch, removed before the output is finished (at
             # a URL it lies under the output's prefix: consolidated and published otherwise;
@@ -356,9 +366,9 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                 if spec.get("reuse_incore"):
                     summary["reuse"] = str(reuse)
                     summary["reused"] = spec["reuse_incore"]["reused"]
-            if geotiff_dir:  # from the partial: a failing GeoTIFF leaves no store behind
+            if geotiff_dir:  # from the partial, published after it (a failure: neither)
                 t0 = time.perf_counter()
-                summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, overwrite,
+                summary["geotiff"] = write_geotiffs(tmp, geotiff_dir,
                                                     memory=spec.get("memory_bytes"))
                 summary["geotiff_seconds"] = round(time.perf_counter() - t0, 6)
             summary["seconds"] = round(time.perf_counter() - t_start, 6)

@@ -11,14 +11,16 @@ import numpy as np
 
 from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, layer_compressors
 from terrain.grid.costs import check_friction
+from terrain.io.geotiff import geotiff_files as shared_geotiff_files
 from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
+from terrain.io.outputs import staged_path
 from terrain.io.remote import is_remote, store_for
 from terrain.io.zarr_meta import open_group
 from terrain.tiles.store import create_layer, link_layer, read_block
 
 __all__ = ["StoreReader", "prepare_layers", "dem_in_output",
-           "cost_model_attributes", "geotiff_paths", "write_geotiffs", "GEOTIFF_LAYERS",
+           "cost_model_attributes", "geotiff_paths", "geotiff_files", "write_geotiffs", "GEOTIFF_LAYERS",
            "summary_base", "window_stats", "reached", "source_arrays"]
 
 #: the layers --geotiff-dir writes, one GeoTIFF each
@@ -115,19 +117,23 @@ def geotiff_paths(directory):
     return shared_geotiff_paths(directory, GEOTIFF_LAYERS)
 
 
-def write_geotiffs(store_path, directory, overwrite=False, cog=True, memory=None):
-    """Write ``distance``, ``allocation`` and ``backlink`` of a cost store as Cloud-Optimized
-    GeoTIFFs ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.write_geotiffs`: the three at
-    once, fewer under a budget of ``memory`` bytes; each appears atomically). Nodata:
-    distance NaN, allocation -1, backlink 255 (the layers' fill values). A folder this call
-    made is removed again when it fails (a full disk leaves nothing). Returns the paths
-    written."""
+def geotiff_files(directory):
+    """The GeoTIFFs ``--geotiff-dir DIR`` publishes with the store (its companions)."""
+    return shared_geotiff_files(directory, GEOTIFF_LAYERS)
+
+
+def write_geotiffs(store_path, directory, cog=True, memory=None):
+    """Stage ``distance``, ``allocation`` and ``backlink`` of a cost store as Cloud-Optimized
+    GeoTIFFs for ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.write_geotiffs`: the three
+    at once, fewer under a budget of ``memory`` bytes), each at its
+    :func:`terrain.io.outputs.staged_path`: the store's publication puts them in place.
+    Nodata: distance NaN, allocation -1, backlink 255 (the layers' fill values). Returns the
+    paths they get."""
     from terrain.io.geotiff import write_geotiffs as write_all
 
     group = open_group(store_path, mode="r")
-    directory = Path(directory)
     jobs = []
-    for name in GEOTIFF_LAYERS:
+    for name, path in zip(GEOTIFF_LAYERS, geotiff_files(directory)):
         _, fill, _ = LAYERS[name]
         # the layer's own attributes (its cost model's units): the run's summary attributes
         # come after the GeoTIFFs, which a partial store writes first
@@ -136,12 +142,12 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True, memory=None
         if name == "backlink":
             tags.update({f"code_{k}": v for k, v in BACKLINK_CODES.items()})
         said = a["description"]
-        jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
+        jobs.append(dict(array_name=name, tif_path=staged_path(path), nodata=fill,
                          description=said if said.startswith(a["long_name"])
                          else f"{a['long_name']}: {said}", tags=tags,
                          resampling="average" if name == "distance" else "nearest"))
-    write_all(store_path, jobs, cog=cog, overwrite=overwrite, read=read_block, memory=memory)
-    return [str(j["tif_path"]) for j in jobs]
+    write_all(store_path, jobs, cog=cog, read=read_block, memory=memory)
+    return [str(p) for p in geotiff_files(directory)]
 
 
 class StoreReader:

@@ -29,8 +29,9 @@ from terrain.errors import InputError, naming
 from terrain.hydrology import (SINKS_MEANING, FillSpec, fill_depressions, fill_leaf_down,
                                fill_leaf_up, fill_merge, fill_split, label_border, label_count,
                                label_ids, label_merge, label_numbering, label_split)
-from terrain.io.geotiff import geotiff_paths
+from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
+from terrain.io.outputs import staged_path
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
                                output_at, remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
@@ -38,7 +39,8 @@ from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                   write_block)
 
-from ._resume import data_identity, drop_checkpoints, prepare_resume, run_key
+from ._resume import (data_identity, drop_checkpoints, geotiffs_finished, prepare_resume,
+                      run_key)
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
            "default_output", "named_outlets", "write_outlets", "write_geotiffs",
@@ -118,19 +120,20 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     return "in-core" if cells * IN_CORE_BYTES_PER_CELL <= 0.8 * available else "tiled"
 
 
-def write_geotiffs(store_path, directory, overwrite=False, cog=True):
-    """``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized GeoTIFFs
-    ``DIR/<layer>.tif`` (nodata: NaN, NaN, 0; overviews averaged for the elevations,
-    nearest for the ids), all written before any appears
-    (:func:`terrain.io.geotiff.write_geotiffs`). Returns the paths written."""
+def write_geotiffs(store_path, directory, cog=True):
+    """Stage ``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized
+    GeoTIFFs for ``DIR/<layer>.tif`` (nodata: NaN, NaN, 0; overviews averaged for the
+    elevations, nearest for the ids) at their :func:`terrain.io.outputs.staged_path`
+    (:func:`terrain.io.geotiff.write_geotiffs`): the store's publication puts them in place.
+    Returns the paths they get."""
     from terrain.io.geotiff import write_geotiffs as write_all
-    directory = Path(directory)  # made there (its parent was checked with the outputs)
-    jobs = [dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
+    files = geotiff_files(directory, GEOTIFF_LAYERS)
+    jobs = [dict(array_name=name, tif_path=staged_path(path), nodata=fill,
                  description=meaning,
                  resampling="nearest" if name == "depression" else "average")
-            for name in GEOTIFF_LAYERS for _, fill, meaning in [LAYERS[name]]]
-    return [str(p) for p in write_all(store_path, jobs, cog=cog, overwrite=overwrite,
-                                      read=read_block)]
+            for name, path in zip(GEOTIFF_LAYERS, files) for _, fill, meaning in [LAYERS[name]]]
+    write_all(store_path, jobs, cog=cog, read=read_block)
+    return [str(p) for p in files]
 
 
 def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
@@ -488,8 +491,9 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     t_start = time.perf_counter()
     be = get_backend(backend)
     inp, out = command_paths(input_path, output_path, default_output)
+    # (a resumed run may find the store published and its GeoTIFFs not: checked later)
     check_local_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
-                        overwrite)
+                        overwrite or resume)
     if is_store(inp):
         store = open_store(inp)
         shape, tile = store.shape, store.tile
@@ -532,7 +536,13 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     from . import cluster
     key = run_key("fill", [p for p in (inp, outlets) if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), be.name)
-    with output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume) as tmp:
+    tifs = geotiff_files(geotiff_dir, GEOTIFF_LAYERS)
+    done = resume and geotiffs_finished(
+        out, key, tifs, lambda store: write_geotiffs(store, geotiff_dir, cog=cog), "fill")
+    if done:
+        return done
+    with output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume,
+                   companions=tifs) as tmp:
         reused = prepare_resume(tmp) if resume else 0
         partial = tmp if route == "tiled" else None
         z = None
@@ -571,8 +581,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             summary["outlets_file"] = str(outlets)
         open_group(tmp, mode="r+").attrs.update({"fill": summary})
         finish_store(tmp)
-        if geotiff_dir:  # from the partial: a failing GeoTIFF leaves no store behind
-            summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, overwrite, cog=cog)
+        if geotiff_dir:  # from the partial, published after it (a failure: neither)
+            summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, cog=cog)
     return summary
 
 

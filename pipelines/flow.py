@@ -37,8 +37,9 @@ from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_
                                direction_group, direction_pass, fill_depressions, fits_on_device,
                                flow_accumulation, flow_directions, flow_fits_on_device,
                                forget_flat_states, group_totals)
-from terrain.io.geotiff import geotiff_paths
+from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, warn_degrees, write_georeference
+from terrain.io.outputs import staged_path
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                output_at, remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
@@ -49,7 +50,7 @@ from terrain.tiles.store import (create_layer, link_layer, read_block, shard_win
 
 from . import _plan as _plans
 from ._resume import (checkpoint_at, checkpoint_folder, data_identity, drop_checkpoints,
-                      prepare_resume, run_checkpointed, run_key)
+                      geotiffs_finished, prepare_resume, run_checkpointed, run_key)
 from .ingest import ingest_into, write_elevation
 
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
@@ -201,7 +202,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     be = get_backend(backend)
     inp, out = command_paths(input_path, output_path, default_output)
     check_local_outputs([inp, outlets, weights],
-                        [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)], overwrite)
+                        [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
+                        overwrite or resume)  # a resumed run's store may be published
     if int(connectivity) not in (4, 8):
         raise InputError(f"connectivity {connectivity}: must be 4 (D4) or 8 (D8)")
     fill_attrs = _fill_result(inp, connectivity, outlets)
@@ -243,9 +245,14 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     key = run_key("flow", [p for p in (inp, outlets, weights)
                            if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), bool(filled), be.name)
+    tifs = geotiff_files(geotiff_dir, GEOTIFF_LAYERS)
+    done = resume and geotiffs_finished(
+        out, key, tifs, lambda store: write_flow_geotiffs(store, geotiff_dir, cog), "flow")
+    if done:
+        return done
     try:
         with output_at(out, overwrite, inputs=[inp, outlets, weights], key=key,
-                       resume=resume) as tmp:
+                       resume=resume, companions=tifs) as tmp:
             reused = prepare_resume(tmp) if resume else 0
             t0 = time.perf_counter()
             if fill_attrs is not None or is_store(inp):
@@ -317,7 +324,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             open_group(tmp, mode="r+").attrs.update({"flow": summary})
             finish_store(tmp)
             if geotiff_dir:
-                summary["geotiff"] = write_flow_geotiffs(tmp, geotiff_dir, overwrite, cog)
+                summary["geotiff"] = write_flow_geotiffs(tmp, geotiff_dir, cog)
     finally:
         if weights_tmp is not None:
             remove_tree(weights_tmp)
@@ -466,24 +473,25 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall, filled=None):
             "group_backend": GROUP_BACKEND}
 
 
-def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
-    """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized) GeoTIFFs
-    in ``directory``, all written before any appears; returns the paths."""
+def write_flow_geotiffs(store_path, directory, cog=True):
+    """Stage the store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized)
+    GeoTIFFs for ``directory`` at their :func:`terrain.io.outputs.staged_path`: the store's
+    publication puts them in place. Returns the paths they get."""
     from terrain.io.geotiff import write_geotiffs
 
-    directory = Path(directory)  # made there (its parent was checked with the outputs)
+    files = geotiff_files(directory, GEOTIFF_LAYERS)
     jobs = []
-    for name in GEOTIFF_LAYERS:
+    for name, path in zip(GEOTIFF_LAYERS, files):
         dtype, fill, _, meaning = FLOW_LAYERS[name]
         tags = {"meaning": meaning}
         if name == "direction":
             tags.update({"E": 1, "SE": 2, "S": 4, "SW": 8, "W": 16, "NW": 32, "N": 64,
                          "NE": 128, "outlet": 0, "nodata": 255})
-        jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
+        jobs.append(dict(array_name=name, tif_path=staged_path(path), nodata=fill,
                          description=meaning, tags=tags,
                          resampling="nearest" if name == "direction" else "average"))
-    return [str(p) for p in write_geotiffs(store_path, jobs, cog=cog, overwrite=overwrite,
-                                           read=read_block)]
+    write_geotiffs(store_path, jobs, cog=cog, read=read_block)
+    return [str(p) for p in files]
 
 
 def read_flow_store(path):

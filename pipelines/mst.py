@@ -29,6 +29,7 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
 from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, write_georeference
+from terrain.io.outputs import staged_path
 from terrain.io.remote import check_local_outputs, command_paths, is_remote, output_at
 from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import is_store, open_store
@@ -38,7 +39,8 @@ from terrain.tiles.store import (check_tile_count, check_tile_size, create_layer
 
 from . import _plan as _plans
 from .cluster import cluster_active
-from ._resume import data_identity, drop_checkpoints, prepare_resume, run_key
+from ._resume import (data_identity, drop_checkpoints, geotiffs_finished, prepare_resume,
+                      run_key)
 from .mst_input import (IO_THREADS, GridRejected, HeldGrid, device_text_fits, held_get,
                         held_put, held_wait, hold, load_grid, shard_runs)
 
@@ -474,7 +476,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     be = get_backend(backend)
     inp, out = command_paths(input_path, output_path, default_output)
     source, geo, shape, tile, cellsize, shard = _open_input(inp, tile)
-    check_local_outputs([inp], [out, geotiff], overwrite)
+    # (a resumed run may find the store published and its GeoTIFF not: checked later)
+    check_local_outputs([inp], [out, geotiff], overwrite or resume)
     _check_geotiff_name(geotiff)
     check_weight_units(weight, geo["crs"], inp)
     try:
@@ -485,7 +488,13 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core,
                       resume, cluster_active=cluster_active())
     key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
-    with output_at(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
+    tifs = [geotiff] if geotiff else []
+    done = resume and geotiffs_finished(
+        out, key, tifs, lambda store: write_geotiff(store, staged_path(geotiff), cog=cog), "mst")
+    if done:
+        return done
+    with output_at(out, overwrite, inputs=[inp], key=key, resume=resume,
+                   companions=tifs) as tmp:
         reused = prepare_resume(tmp) if resume else 0
         wall = {}
         if route.held:
@@ -503,8 +512,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
                        device=be.device_name(), reused_tasks=reused)
         open_group(tmp, mode="r+").attrs.update({"mst": summary})
         finish_store(tmp)
-        if geotiff:  # from the partial: a failing GeoTIFF leaves no store behind either
-            write_geotiff(tmp, geotiff, overwrite, cog=cog)
+        if geotiff:  # from the partial, published after it (a failure: neither)
+            write_geotiff(tmp, staged_path(geotiff), cog=cog)
             summary["geotiff"] = str(geotiff)
     return summary
 
@@ -597,10 +606,10 @@ def write_geotiff(store_path, tif_path, overwrite=False, cog=True):
 
     Nodata cells of the DEM (the output's ``elevation``, else the source store's) are 255,
     so they never read as 0 (a valid cell owning no edge); see :mod:`terrain.io.geotiff`.
+    ``run_mst`` stages it (:func:`terrain.io.outputs.staged_path`), its name checked before.
     """
     from terrain.io.geotiff import write_geotiff as write_layer
 
-    _check_geotiff_name(tif_path)
     group = open_group(store_path, mode="r")
     valid = None
     if "elevation" in group:

@@ -36,7 +36,7 @@ from ..errors import InputError
 from ..startup import trim_free_memory
 from .zarr_meta import open_group
 
-__all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "geotiff_plan",
+__all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "geotiff_files", "geotiff_plan",
            "overview_factors", "BLOCK"]
 
 BLOCK = 512
@@ -49,6 +49,15 @@ CACHE_BYTES = 4 << 20
 #: what one layer's COG copy holds beside GDAL's block cache (its overview and compression
 #: threads; 2-core VM, one layer at a time: 50-54 MiB at 4096² and at 8192²)
 LAYER_BYTES = 64 << 20
+
+
+def geotiff_files(directory, layers):
+    """The files ``DIR/<layer>.tif`` of ``layers``; none when not given.
+
+    >>> [p.name for p in geotiff_files("no-such-dir", ("filled",))]
+    ['filled.tif']
+    """
+    return [Path(directory) / f"{name}.tif" for name in layers] if directory else []
 
 
 def geotiff_paths(directory, layers):
@@ -70,7 +79,7 @@ def geotiff_paths(directory, layers):
                                for name in ("zarr.json", ".zgroup", ".zarray")):
         raise InputError(f"{directory}: is a Zarr store; the GeoTIFFs need a folder of "
                          f"their own")
-    return [folder / f"{name}.tif" for name in layers] if folder.is_dir() else [folder]
+    return geotiff_files(folder, layers) if folder.is_dir() else [folder]
 
 
 def overview_factors(shape, block=BLOCK):

@@ -33,7 +33,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..startup import signals_held
 
-__all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
+__all__ = ["atomic_output", "finish_companions", "staged_path", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
            "check_input_file", "check_store_name", "FILE_SUFFIXES", "disk_full_reason",
@@ -400,12 +400,85 @@ def disk_full_reason(error, folder):
     return None
 
 
+#: the root attribute of a store published with companions: the key of the run that made it
+RUN_ATTR = "terrain_run"
+
+
+def staged_path(path):
+    """Where a companion of an output (:func:`atomic_output`) is written before it is
+    published: ``.NAME.partial-KEY`` beside it."""
+    return partial_path(write_path(path))
+
+
+@contextlib.contextmanager
+def _staging(companions, notify):
+    """Companions staged in the block (their folder made), each held by its lock; an error
+    removes the staged files and a folder made for them, leaving the companions as they
+    were. The caller puts them in place (:func:`_put_in_place`)."""
+    made = [f for f in dict.fromkeys(c.parent for c in companions) if not f.exists()]
+    try:
+        for f in made:
+            f.mkdir()
+        with contextlib.ExitStack() as stack:
+            for c in companions:
+                stack.enter_context(hold_lock(c))
+                for stale in stale_partials(c):
+                    _remove(stale)
+                    notify(f"removed {stale}, left by an interrupted run")
+            try:
+                yield
+            except BaseException:
+                for c in companions:
+                    _remove(staged_path(c))
+                raise
+    except BaseException:
+        for f in made:
+            shutil.rmtree(f, ignore_errors=True)
+        raise
+
+
+def _put_in_place(companions):
+    for c in companions:
+        os.replace(staged_path(c), c)
+
+
+def finish_companions(target, key, companions, write, notify=_notice):
+    """Publish the companions of the store ``target`` again when it is the store of the run
+    ``key`` and one of them is missing (a run stopped between the two publications):
+    ``write(target)`` stages them all from it, as the block of :func:`atomic_output` does.
+    True when it did so."""
+    companions = [write_path(c) for c in companions]
+    if not companions or all(os.path.lexists(c) for c in companions):
+        return False
+    target = write_path(target)
+    try:
+        if json.loads((target / "zarr.json").read_text())["attributes"].get(RUN_ATTR) != key:
+            return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    with hold_lock(target), _staging(companions, notify):
+        _finish_swaps(target, target, notify)  # the replaced store, when the kill left it
+        write(target)
+        with signals_held():
+            _put_in_place(companions)
+    notify(f"wrote {', '.join(c.name for c in companions)} again from {target}, whose run "
+           "was stopped as it published them")
+    return True
+
+
 @contextlib.contextmanager
 def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
-                  notify=_notice):
+                  notify=_notice, companions=()):
     """Yield a temporary path beside ``target`` (a file or a store); rename it to ``target``
     on success. A full disk is one :class:`InputError` naming the output; only an error
     whose ``keep_partial`` is true (a lost cluster) leaves the partial for a resumed run.
+
+    ``companions``: files made with the store ``target`` (its GeoTIFFs), which the block
+    writes to their :func:`staged_path`. The output is their commit point: the old ones are
+    removed as it goes into place, the new ones renamed in after it, so that no old one
+    stands beside a new output and none without it. A run stopped between leaves the store
+    with some of them missing, which :func:`finish_companions` publishes again (the store
+    records the run's ``key``).
 
     Parameters
     ----------
@@ -431,9 +504,12 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     """
     given = Path(target)
     check_outputs(inputs, [given], overwrite)
+    companions = [write_path(c) for c in companions]
+    for c in companions:
+        _check_replaceable(c, c, overwrite)
     target = write_path(given)
     tmp = partial_path(target, key)
-    with hold_lock(target):
+    with hold_lock(target), _staging(companions, notify):
         if _finish_swaps(target, given, notify) and not overwrite:
             _check_replaceable(given, target, overwrite)  # there again: as if it never went
         for trash in _trash(target):  # a removal that did not finish (its process killed)
@@ -449,6 +525,10 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             yield tmp
             if tmp.is_dir() and (tmp / "zarr.json").is_file():
                 seal_store(tmp)
+                if companions:
+                    root = json.loads((tmp / "zarr.json").read_text())
+                    root.setdefault("attributes", {})[RUN_ATTR] = key
+                    _write_json(tmp / "zarr.json", root)
         except OSError as e:
             _remove(tmp)
             if e.errno in DISK_FULL:
@@ -464,6 +544,9 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
         # a signal here would stop the run with its output replaced and the old one left
         # beside it, saying it was stopped: it is held, and the output goes into place
         with signals_held() as came:
+            for c in companions:  # the old set goes before the new output comes
+                if os.path.lexists(c):
+                    _remove(c)
             if target.exists() or target.is_symlink():
                 # old to .NAME.old-KEY, then new into place: a run killed between the renames
                 # leaves both, and the next run finishes the swap (_finish_swaps)
@@ -474,6 +557,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                 _discard(old, target)
             else:
                 os.replace(tmp, target)
+            # after it: a kill between leaves the store with some missing (finish_companions)
+            _put_in_place(companions)
         if came:
             notify(f"{given}: written in full (the {came[0]} came as it was put in place)")
 

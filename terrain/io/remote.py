@@ -697,10 +697,11 @@ def url_output(target, overwrite=False, *, inputs=(), key=None, resume=False, no
 
 
 @contextlib.contextmanager
-def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False):
+def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False, companions=()):
     """Where a command writes ``target``: :func:`url_output` for a URL or a
     :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: the run's key,
-    its partial's name there, its checkpoints' folder at a URL). An input (a local one, or a
+    its partial's name there, its checkpoints' folder at a URL; ``companions``: its local
+    GeoTIFFs, which a store at a URL never has: those commands are staged, :func:`stage`). An input (a local one, or a
     store at a URL: its objects' versions) that another command rewrites while the block
     runs is an :class:`InputError` before anything is published: the result would hold
     some of each (and record the new one's fingerprint)."""
@@ -712,7 +713,7 @@ def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False):
     else:
         from .outputs import atomic_output
         out = atomic_output(target, overwrite, inputs=[i for i in inputs if not is_remote(i)],
-                            key=key, resume=resume)
+                            key=key, resume=resume, companions=companions)
     with out as tmp:
         yield tmp
         for path, seen in zip(watched, before):
