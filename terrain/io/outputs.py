@@ -33,7 +33,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..startup import signals_held
 
-__all__ = ["atomic_output", "finish_companions", "staged_path", "check_output_free", "check_outputs", "input_identity", "partial_path",
+__all__ = ["atomic_output", "finish_companions", "staged_path", "check_output_free",
+           "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
            "check_input_file", "check_store_name", "FILE_SUFFIXES", "disk_full_reason",
