@@ -127,12 +127,12 @@ def run_streams(flow_path, output, threshold, overwrite=False):
         links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
     except InputError as e:  # a damaged direction layer: said of the flow store
         raise InputError(f"{flow_path}: {e}") from None
-    lines, props, single = [], [], 0
+    lines, props = [], []
     for link in links:
-        if len(link["cells"]) < 2:  # an outlet that is a source or a confluence: a point,
-            single += 1             # which no valid LineString is (OGC: two points or more)
-            continue
         xy = [cell_centre(r, c, gt) for r, c in link["cells"]]
+        if len(xy) == 1:  # a LineString needs two distinct points (OGC): a link of one cell
+            (r, c), (dr, dc) = link["cells"][0], link["exit"]  # runs to the side its water
+            xy.append(cell_centre(r + dr / 2, c + dc / 2, gt))  # leaves by
         lines.append(xy)
         props.append({"order": link["order"], "upstream": link["upstream"],
                       "outlet": link["outlet"], "cells": len(link["cells"]),
@@ -142,12 +142,8 @@ def run_streams(flow_path, output, threshold, overwrite=False):
                     name=out, fields=STREAM_FIELDS)
     note = ("the grid's coordinates (the DEM has no CRS)" if not crs
             else "longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS")
-    # the outlets' links of one cell too: where two order-2 streams meet at an outlet, the
-    # network's order there is 3
-    orders = [link["order"] for link in links]
     return {"output": str(out), "links": len(lines), "threshold": float(threshold),
-            "max_order": max(orders) if orders else 0, "coordinates": note,
-            "one_cell_links": single}
+            "max_order": max((p["order"] for p in props), default=0), "coordinates": note}
 
 
 def watershed_command(args):
@@ -174,7 +170,4 @@ def streams_command(args):
         print(f"streams   {s['output']}: {s['links']} links, Strahler order up to "
               f"{s['max_order']} (accumulation >= {s['threshold']:g}); coordinates: "
               f"{s['coordinates']}")
-        if s["one_cell_links"]:
-            print(f"          {s['one_cell_links']} link(s) of one cell (an outlet that is a "
-                  "source or a confluence) not written: a line needs two points")
     return 0

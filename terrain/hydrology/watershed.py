@@ -157,7 +157,8 @@ def stream_links(direction, accumulation, threshold):
     """The stream network's links (module docstring): a list of dicts, in the row-major
     order of their first cells, with ``cells`` (``(row, col)`` from upstream down, ending at
     the confluence that ends the link), ``order`` (Strahler), ``upstream`` (the accumulation
-    at the link's last own cell), ``outlet`` (True when it ends at an outlet).
+    at the link's last own cell), ``outlet`` (True when it ends at an outlet), ``exit`` (the
+    step ``(drow, dcol)`` by which water leaves the last of ``cells``: :func:`_exit_step`).
 
     ``accumulation`` is read a band of rows at a time (a zarr array stays on disk); the work
     is on the stream cells alone, whose codes are checked (a D8 code, downstream on the grid
@@ -223,5 +224,27 @@ def stream_links(direction, accumulation, threshold):
                       # confluence that starts the outlet's own link of one cell (a stream
                       # ends before one where negative weights drop the accumulation below
                       # the threshold: not an outlet)
-                      "outlet": bool(d.ravel()[cells[chain[-1]]] == 0)})
+                      "outlet": bool(d.ravel()[cells[chain[-1]]] == 0),
+                      "exit": _exit_step(d, *divmod(int(cells[chain[-1]]), C))})
     return links
+
+
+def _exit_step(d, r, c):
+    """The step ``(drow, dcol)`` by which water leaves cell ``(r, c)`` of the D8 codes ``d``:
+    its code's; for an outlet (code 0) the first neighbour off the grid or nodata (E, S, W,
+    N, then the corners), where the water leaves the grid; east for an outlet inside the
+    grid (a named outlet, an undrained sink), where it leaves by no side.
+
+    >>> d = np.array([[0, 1, 0], [64, 0, 4], [64, 255, 16]], np.uint8)
+    >>> _exit_step(d, 0, 1), _exit_step(d, 0, 0), _exit_step(d, 1, 1)
+    ((0, 1), (0, -1), (1, 0))
+    >>> _exit_step(np.zeros((3, 3), np.uint8), 1, 1)  # no side off the grid or nodata
+    (0, 1)
+    """
+    k = int(d[r, c]).bit_length() - 1
+    if k < 0:
+        R, C = d.shape
+        k = next((k for k in (0, 2, 4, 6, 1, 3, 5, 7)
+                  if not (0 <= r + NB_DR[k] < R and 0 <= c + NB_DC[k] < C)
+                  or d[r + NB_DR[k], c + NB_DC[k]] == 255), 0)
+    return int(NB_DR[k]), int(NB_DC[k])

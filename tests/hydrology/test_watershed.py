@@ -123,28 +123,68 @@ def test_streams_geojson_is_lon_lat_and_geopackage_keeps_the_crs(utm_flow, tmp_p
     assert abs(back[0] - GT[0]) < 50 * 30 and abs(back[1] - GT[3]) < 60 * 30
 
 
-def test_links_of_one_cell_are_counted_not_written_as_lines(utm_flow, tmp_path, capsys):
-    """An outlet that is a source or a confluence is a link of one cell: a point, which no
-    valid LineString is (two points or more). Every line written has two distinct points;
-    those links are counted in the summary instead."""
+def _gpkg_lines(path):
+    """The LineStrings of a GeoPackage as ``(N, 2)`` arrays and its fields, read by GDAL."""
+    import struct
+
+    import pyogrio.raw
+    meta, _, geometry, values = pyogrio.raw.read(path)
+    lines = []
+    for wkb in map(bytes, geometry):
+        assert struct.unpack_from("<BI", wkb) == (1, 2)  # little-endian LineString
+        n = struct.unpack_from("<I", wkb, 5)[0]
+        lines.append(np.frombuffer(wkb, "<f8", 2 * n, 9).reshape(n, 2))
+    return lines, dict(zip(meta["fields"], values))
+
+
+@pytest.mark.parametrize("threshold", [1, 4, 20])
+def test_every_stream_cell_lies_on_a_link_line(utm_flow, tmp_path, capsys, threshold):
+    """A link of one cell (an outlet that is a source or a confluence: at threshold 1 every
+    edge cell) was left out of the output. Against NumPy: one line per link head (a stream
+    cell with no stream inflow or two or more), the lines' cell centres are every stream
+    cell; a link of one cell runs from its centre to the grid's edge, where its water
+    leaves (two distinct points, half a cell long)."""
     import zarr
     g = zarr.open_group(str(utm_flow), mode="r")
-    links = stream_links(g["direction"][:], g["accumulation"][:], 1)
-    single = sum(len(link["cells"]) == 1 for link in links)
-    assert single > 0  # every cell a stream: sources on the edge are outlets
-    rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", "1", "-o",
-                            tmp_path / "s.geojson", "--json", scheduler=None)
+    d, acc = g["direction"][:], g["accumulation"][:]
+    stream = (d != 255) & (acc >= threshold)
+    R, C = d.shape
+    ins = np.zeros(d.shape, np.int64)
+    for k in range(8):
+        rr, cc = np.nonzero(stream & (d == 1 << k))
+        np.add.at(ins, (rr + HDR[k], cc + HDC[k]), stream[rr + HDR[k], cc + HDC[k]])
+    heads = stream & (ins != 1)
+    rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", str(threshold), "-o",
+                            tmp_path / "s.gpkg", "--json", scheduler=None)
     assert rc == 0, err
-    summary = json.loads(out)
-    feats = json.loads((tmp_path / "s.geojson").read_text())["features"]
-    assert summary["one_cell_links"] == single and len(feats) == len(links) - single
-    assert all(len({tuple(p) for p in f["geometry"]["coordinates"]}) >= 2 for f in feats)
+    lines, field = _gpkg_lines(tmp_path / "s.gpkg")
+    assert len(lines) == json.loads(out)["links"] == heads.sum()
+    x0, dx, _, y0, _, dy = GT
+    covered, firsts = set(), set()
+    for i, xy in enumerate(lines):
+        col, row = (xy[:, 0] - x0) / dx - 0.5, (xy[:, 1] - y0) / dy - 0.5
+        centre = (np.abs(col - np.round(col)) < 1e-9) & (np.abs(row - np.round(row)) < 1e-9)
+        cells = list(zip(np.round(row[centre]).astype(int), np.round(col[centre]).astype(int)))
+        covered.update(cells)
+        firsts.add(cells[0])
+        assert centre[0] and len({tuple(p) for p in xy}) == len(xy) >= 2
+        assert field["length"][i] == pytest.approx(np.hypot(*np.diff(xy, axis=0).T).sum())
+        if field["cells"][i] == 1:
+            (r, c), (x, y) = cells[0], xy[1]
+            assert len(xy) == 2 and field["outlet"][i] and d[r, c] == 0
+            assert x in (x0, x0 + C * dx) or y in (y0, y0 + R * dy)  # on the grid's edge
+            assert field["length"][i] == pytest.approx(abs(dx) / 2)
+    assert covered == set(zip(*np.nonzero(stream)))
+    assert firsts == set(zip(*np.nonzero(heads)))
+    if threshold == 1:  # every cell a stream: sources on the edge are outlets
+        assert (field["cells"] == 1).sum() > 0
 
 
 def test_links_into_an_outlet_confluence_end_at_the_outlet(tmp_path, capsys):
     """A tilted plane draining to its corner: the links meeting at the outlet cell end at an
     outlet (all said False, as the outlet's own link of one cell, not written, was the one
-    that did), and the order there (two order-2 streams meeting: 3) is the network's."""
+    that did), and the order there (two order-2 streams meeting: 3) is the network's, on the
+    outlet's own link of one cell, drawn from its centre to the east side of the corner."""
     import pyogrio
     r, c = np.mgrid[0:6, 0:6]
     tif = write_utm_tif(tmp_path / "corner.tif", (20.0 - r - c).astype(np.float32))
@@ -153,10 +193,13 @@ def test_links_into_an_outlet_confluence_end_at_the_outlet(tmp_path, capsys):
                             tmp_path / "s.gpkg", "--json", scheduler=None)
     assert rc == 0, err
     summary = json.loads(out)
-    meta, _, _, values = pyogrio.raw.read(tmp_path / "s.gpkg")
-    field = dict(zip(meta["fields"], values))
-    assert int(np.sum(field["outlet"])) >= 2 and summary["one_cell_links"] == 1
-    assert summary["max_order"] == 3 and field["order"].max() == 2
+    lines, field = _gpkg_lines(tmp_path / "s.gpkg")
+    assert int(np.sum(field["outlet"])) >= 3 and summary["links"] == len(lines)
+    assert summary["max_order"] == 3 and field["order"].max() == 3
+    (own,) = np.flatnonzero(field["cells"] == 1)  # the outlet's link: to the grid's corner side
+    assert field["order"][own] == 3 and field["outlet"][own]
+    np.testing.assert_allclose(lines[own], [[GT[0] + 5.5 * 30, GT[3] - 5.5 * 30],
+                                            [GT[0] + 6 * 30, GT[3] - 5.5 * 30]])
     # no links at all: the layer keeps its fields
     rc, out, err = run_main(capsys, "streams", tmp_path / "f.zarr", "--threshold", "1e9", "-o",
                             tmp_path / "none.gpkg", "--json", scheduler=None)
