@@ -725,9 +725,8 @@ def trace_paths(store_path, cells):
 
 def path_command(args):
     """``terrain path COSTSTORE --to X,Y [--to-cell ROW,COL ...] -o PATH.geojson|.gpkg|.fgb``:
-    the least-cost paths as LineStrings: GeoJSON (RFC 7946: longitude/latitude, WGS 84; a
-    store without a CRS keeps its grid's coordinates), or GeoPackage or FlatGeobuf in the
-    store's CRS."""
+    the least-cost paths as LineStrings: GeoJSON (RFC 7946: longitude/latitude, WGS 84;
+    refused for a store without a CRS), or GeoPackage or FlatGeobuf in the store's CRS."""
     from terrain.io.points import path_format, write_paths
     store = Path(args.store)
     if not is_store(store):
@@ -735,10 +734,11 @@ def path_command(args):
                                           else "no such file"))
     out = Path(args.output)
     check_outputs([store], [out], args.overwrite)
-    path_format(out)  # an unknown suffix is refused before any work
     group = open_group(store, mode="r")
     if "backlink" not in group:
         raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")
+    crs = group.attrs.get("crs")
+    fmt = path_format(out, crs)  # refused before any work
     shape = group["backlink"].shape
     gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     points, cells = args.to or [], args.to_cell or []
@@ -750,9 +750,8 @@ def path_command(args):
     ends = [*points, *(f"cell {c}" for c in cells)]
     props = [{"cost": p["cost"], "source": p["source"], "to": text, "cells": len(p["cells"])}
              for text, p in zip(ends, paths)]
-    crs = group.attrs.get("crs")
     with atomic_output(out, args.overwrite, inputs=[store]) as tmp:
-        write_paths(tmp, lines, props, crs=crs, fmt=path_format(out), what=str(store),
+        write_paths(tmp, lines, props, crs=crs, fmt=fmt, what=str(store),
                     name=out)
     print(f"path      {out}: {len(paths)} path(s)"
           + ("" if crs else "; coordinates: the grid's (the store has no CRS)")

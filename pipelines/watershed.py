@@ -5,8 +5,8 @@ store (:mod:`terrain.hydrology.watershed` has the definitions).
 Labels are int32 (1, 2, ... per outlet; 0 drains elsewhere; -1 nodata) in a COG or a store
 (layer ``watershed``). Streams are one LineString per link (``order``, ``upstream``,
 ``outlet``, ``cells``, ``length``) written as the paths are
-(:func:`terrain.io.points.write_paths`): GeoJSON is RFC 7946 (WGS 84, reprojected), a
-GeoPackage or FlatGeobuf keeps the DEM's CRS exactly. Formats: docs/hydrology.md,
+(:func:`terrain.io.points.write_paths`): GeoJSON is RFC 7946 (WGS 84, reprojected; refused
+for a DEM without a CRS), a GeoPackage or FlatGeobuf keeps the DEM's CRS exactly. Formats: docs/hydrology.md,
 "Watersheds and streams".
 """
 
@@ -117,11 +117,11 @@ def run_streams(flow_path, output, threshold, overwrite=False):
     """The stream links of accumulation >= ``threshold`` as GeoJSON, GeoPackage or
     FlatGeobuf lines (:func:`terrain.io.points.path_format` of ``output``)."""
     out = Path(output)
-    fmt = path_format(out, "streams")
     check_outputs([flow_path], [out], overwrite)
     group, summary = read_flow_store(flow_path)
     d = group["direction"][:]
     gt, crs = _geo(group, d.shape)
+    fmt = path_format(out, crs, "streams")
     warn_degrees(crs, flow_path, "so are the links' lengths")
     try:
         links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
@@ -140,8 +140,8 @@ def run_streams(flow_path, output, threshold, overwrite=False):
     with atomic_output(out, overwrite, inputs=[flow_path]) as tmp:
         write_paths(tmp, lines, props, crs=crs, fmt=fmt, what="streams", layer="streams",
                     name=out, fields=STREAM_FIELDS)
-    note = ("the grid's coordinates (the DEM has no CRS)" if not crs
-            else "longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS")
+    note = ("longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS" if crs
+            else "the grid's coordinates (the DEM has no CRS)")
     return {"output": str(out), "links": len(lines), "threshold": float(threshold),
             "max_order": max((p["order"] for p in props), default=0), "coordinates": note}
 

@@ -410,7 +410,8 @@ def build_parser():
                    help="end of a path as a cell (repeatable; after the --to ends)")
     p.add_argument("-o", "--output", required=True, metavar="PATH.geojson|.gpkg|.fgb",
                    help="LineStrings (source to target): GeoJSON (RFC 7946: longitude/"
-                        "latitude, WGS 84), or GeoPackage or FlatGeobuf (the store's own CRS)")
+                        "latitude, WGS 84; a store with a CRS only), or GeoPackage or "
+                        "FlatGeobuf (the store's own CRS, or none)")
     p.add_argument("--overwrite", action="store_true", help="replace the output if it exists")
     _add_storage_options(p)
 
@@ -563,9 +564,9 @@ def _add_hydrology(sub):
     p.add_argument("--threshold", type=_positive_float, required=True, metavar="N",
                    help="a cell is on a stream when its accumulation is at least N")
     p.add_argument("-o", "--output", required=True, metavar="STREAMS.geojson|.gpkg|.fgb",
-                   help="GeoJSON (RFC 7946: longitude/latitude, WGS 84), or GeoPackage or "
-                        "FlatGeobuf (the DEM's own CRS) of LineStrings, one per link between "
-                        "confluences")
+                   help="GeoJSON (RFC 7946: longitude/latitude, WGS 84; a DEM with a CRS "
+                        "only), or GeoPackage or FlatGeobuf (the DEM's own CRS, or none) of "
+                        "LineStrings, one per link between confluences")
     p.add_argument("--overwrite", action="store_true", help="replace the output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_storage_options(p)

@@ -188,3 +188,19 @@ def rewritten_before_finishing(monkeypatch, tmp_path, store, command):
 
     monkeypatch.setattr(module, "finish_store", rewritten_first)
     return module
+
+
+def gdal_lines(path):
+    """The LineStrings of a GeoPackage or FlatGeobuf as GDAL reads them (pyogrio): ``(N, 2)``
+    arrays, the fields by name, the layer's CRS."""
+    import struct
+
+    import numpy as np
+    import pyogrio.raw
+    meta, _, geometry, values = pyogrio.raw.read(path)
+    lines = []
+    for wkb in map(bytes, geometry):
+        assert struct.unpack_from("<BI", wkb) == (1, 2)  # little-endian LineString
+        n = struct.unpack_from("<I", wkb, 5)[0]
+        lines.append(np.frombuffer(wkb, "<f8", 2 * n, 9).reshape(n, 2))
+    return lines, dict(zip(meta["fields"], values)), meta["crs"]

@@ -327,7 +327,8 @@ def _wkb_points(wkb, out, path, at=0):
                      "point geometry")
 
 
-#: the ``crs`` member's name of lines written without a CRS (:func:`write_paths`)
+#: the ``crs`` member's name of the lines without a CRS that earlier versions wrote as GeoJSON
+#: (positions as they are); now refused (:func:`path_format`)
 GRID_COORDINATES = "unknown (grid coordinates)"
 
 
@@ -421,59 +422,66 @@ def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, pat
     return cells, costs
 
 
-def path_format(path, what="paths"):
-    """The format lines are written in, by the suffix of ``path``
-    (:data:`LINE_FORMATS`); :class:`InputError` for another.
+def path_format(path, crs, what="paths"):
+    """The format lines in ``crs`` are written in, by the suffix of ``path``
+    (:data:`LINE_FORMATS`); :class:`InputError` for another, and for GeoJSON without a CRS
+    (:func:`_lon_lat_from`).
 
-    >>> path_format("p.geojson"), path_format("streams.gpkg")
+    >>> path_format("p.geojson", "EPSG:32617"), path_format("streams.gpkg", None)
     ('geojson', 'GPKG')
     """
     fmt = LINE_FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
         raise InputError(f"{path}: {what} are written as GeoJSON (.geojson), GeoPackage "
                          "(.gpkg) or FlatGeobuf (.fgb)")
+    if fmt == "geojson":
+        _lon_lat_from(crs, path, what)
     return fmt
+
+
+def _lon_lat_from(crs, path, what):
+    """GeoJSON's positions are longitude/latitude (RFC 7946; GDAL reads a file of other
+    positions, whatever its ``crs`` member names, as WGS 84): lines without a CRS, which
+    cannot be reprojected, are refused, not written where every GIS misplaces them."""
+    if not crs:
+        raise InputError(f"{path}: GeoJSON positions are longitude/latitude (RFC 7946), and "
+                         f"the {what} have no CRS to reproject from: write a GeoPackage "
+                         "(.gpkg) or FlatGeobuf (.fgb), which keep the grid's coordinates, "
+                         "or give the DEM a CRS")
 
 
 def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths",
                 layer="paths", name=None, fields=None):
     """Write LineStrings (lists of map ``(x, y)`` in ``crs``, WKT) with their properties
     (dicts of the same keys: numbers, bools, strings): as an RFC 7946 GeoJSON
-    FeatureCollection in WGS 84 (without a CRS, as they are, with a ``crs`` member saying
-    so), or as the layer ``layer`` of a GeoPackage or FlatGeobuf (``fmt``, as
-    :func:`path_format` names it) in ``crs`` itself. ``name``: the output as its errors
-    call it (``target`` may be a partial beside it); ``fields``: name -> NumPy type of the
-    properties, what a layer of no lines still declares."""
+    FeatureCollection in WGS 84 (refused without a CRS), or as the layer ``layer`` of a
+    GeoPackage or FlatGeobuf (``fmt``, as :func:`path_format` names it) in ``crs`` itself
+    (none: no CRS). ``name``: the output as its errors call it (``target`` may be a partial
+    beside it); ``fields``: name -> NumPy type of the properties, what a layer of no lines
+    still declares."""
     if fmt in ("GPKG", "FlatGeobuf"):
         _write_ogr_lines(target, lines, properties, crs, fmt, layer, name or target, fields)
         return
     if fmt != "geojson":
         raise InputError(f"{target}: unknown {what} format {fmt!r}")
-    project = None
-    if crs:
-        from .georef import _crs
-        s = _crs(crs, what)
-        if s != _crs(WGS84, what):
-            from rasterio.warp import transform
-
-            def project(pts):
-                xs, ys = transform(s, WGS84, [p[0] for p in pts], [p[1] for p in pts])
-                return list(zip(xs, ys))
+    _lon_lat_from(crs, name or target, "lines")
+    from .georef import _crs
+    s = _crs(crs, what)
+    lon_lat = s == _crs(WGS84, what)
+    if not lon_lat:
+        from rasterio.warp import transform
     features = []
     for pts, props in zip(lines, properties):
         pts = list(pts)
-        if project is not None:
-            pts = project(pts)
+        if not lon_lat:
+            pts = list(zip(*transform(s, WGS84, [p[0] for p in pts], [p[1] for p in pts])))
         coords = [[float(x), float(y)] for x, y in pts]
         if len(coords) == 1:
             coords = coords * 2  # a LineString needs two positions
         features.append({"type": "Feature",
                          "geometry": {"type": "LineString", "coordinates": coords},
                          "properties": props})
-    doc = {"type": "FeatureCollection", "features": features}
-    if not crs:
-        doc["crs"] = {"type": "name", "properties": {"name": GRID_COORDINATES}}
-    Path(target).write_text(json.dumps(doc))
+    Path(target).write_text(json.dumps({"type": "FeatureCollection", "features": features}))
 
 
 def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown, types=None):

@@ -9,8 +9,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from cli import run_main
-from grids import GT, dem, write_utm_tif
+from cli import gdal_lines, run_main
+from grids import GT, dem, write_asc, write_utm_tif
 from oracles import HDC, HDR, check_cog, priority_flood
 from terrain.hydrology import (flow_accumulation, flow_directions, stream_links, watershed)
 
@@ -123,20 +123,6 @@ def test_streams_geojson_is_lon_lat_and_geopackage_keeps_the_crs(utm_flow, tmp_p
     assert abs(back[0] - GT[0]) < 50 * 30 and abs(back[1] - GT[3]) < 60 * 30
 
 
-def _gpkg_lines(path):
-    """The LineStrings of a GeoPackage as ``(N, 2)`` arrays and its fields, read by GDAL."""
-    import struct
-
-    import pyogrio.raw
-    meta, _, geometry, values = pyogrio.raw.read(path)
-    lines = []
-    for wkb in map(bytes, geometry):
-        assert struct.unpack_from("<BI", wkb) == (1, 2)  # little-endian LineString
-        n = struct.unpack_from("<I", wkb, 5)[0]
-        lines.append(np.frombuffer(wkb, "<f8", 2 * n, 9).reshape(n, 2))
-    return lines, dict(zip(meta["fields"], values))
-
-
 @pytest.mark.parametrize("threshold", [1, 4, 20])
 def test_every_stream_cell_lies_on_a_link_line(utm_flow, tmp_path, capsys, threshold):
     """A link of one cell (an outlet that is a source or a confluence: at threshold 1 every
@@ -157,7 +143,7 @@ def test_every_stream_cell_lies_on_a_link_line(utm_flow, tmp_path, capsys, thres
     rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", str(threshold), "-o",
                             tmp_path / "s.gpkg", "--json", scheduler=None)
     assert rc == 0, err
-    lines, field = _gpkg_lines(tmp_path / "s.gpkg")
+    lines, field, _ = gdal_lines(tmp_path / "s.gpkg")
     assert len(lines) == json.loads(out)["links"] == heads.sum()
     x0, dx, _, y0, _, dy = GT
     covered, firsts = set(), set()
@@ -193,7 +179,7 @@ def test_links_into_an_outlet_confluence_end_at_the_outlet(tmp_path, capsys):
                             tmp_path / "s.gpkg", "--json", scheduler=None)
     assert rc == 0, err
     summary = json.loads(out)
-    lines, field = _gpkg_lines(tmp_path / "s.gpkg")
+    lines, field, _ = gdal_lines(tmp_path / "s.gpkg")
     assert int(np.sum(field["outlet"])) >= 3 and summary["links"] == len(lines)
     assert summary["max_order"] == 3 and field["order"].max() == 3
     (own,) = np.flatnonzero(field["cells"] == 1)  # the outlet's link: to the grid's corner side
@@ -341,6 +327,35 @@ def test_watershed_of_many_nested_outlets_against_walked_paths():
                 continue
             want = next((label_of[p] for p in _path(d, r, c) if p in label_of), 0)
             assert labels[r, c] == want, (r, c)
+
+
+def test_streams_of_a_dem_without_a_crs_are_no_geojson(tmp_path, capsys):
+    """GeoJSON is longitude/latitude (RFC 7946): a DEM without a CRS gave grid coordinates
+    with a crs member "unknown (grid coordinates)", which GDAL reads as WGS 84 (as it reads a
+    file without one), so every GIS placed the streams near (0, 0) degrees. Refused before
+    any work, one line naming the output; a GeoPackage or FlatGeobuf keeps the grid's
+    coordinates, without a CRS, as GDAL reads them."""
+    import pyogrio
+    f = priority_flood(dem("random", (30, 20), 5))
+    write_asc(tmp_path / "d.asc", f, xll=1000.0, yll=2000.0, cs=10.0)
+    assert run_main(capsys, "flow", tmp_path / "d.asc", "-o", tmp_path / "f.zarr")[0] == 0
+    rc, out, err = run_main(capsys, "streams", tmp_path / "f.zarr", "--threshold", "5", "-o",
+                            tmp_path / "s.geojson", scheduler=None)
+    assert rc == 2 and not out and err == (
+        f"terrain: {tmp_path / 's.geojson'}: GeoJSON positions are longitude/latitude "
+        "(RFC 7946), and the streams have no CRS to reproject from: write a GeoPackage (.gpkg) "
+        "or FlatGeobuf (.fgb), which keep the grid's coordinates, or give the DEM a CRS\n"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.asc", "f.zarr"]
+    for suffix in (".gpkg", ".fgb"):
+        rc, out, err = run_main(capsys, "streams", tmp_path / "f.zarr", "--threshold", "5",
+                                "-o", tmp_path / f"s{suffix}", "--json", scheduler=None)
+        assert rc == 0 and not err, err
+        lines, _, crs = gdal_lines(tmp_path / f"s{suffix}")
+        assert crs is None and pyogrio.read_info(tmp_path / f"s{suffix}")["crs"] is None
+        xy = np.concatenate(lines)
+        assert (xy[:, 0] >= 1000).all() and (xy[:, 0] <= 1200).all()  # the grid's own
+        assert (xy[:, 1] >= 2000).all() and (xy[:, 1] <= 2300).all()  # coordinates
+        assert json.loads(out)["coordinates"] == "the grid's coordinates (the DEM has no CRS)"
 
 
 def test_streams_need_no_pyproj(utm_flow, tmp_path, capsys, monkeypatch):

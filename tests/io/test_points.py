@@ -174,7 +174,7 @@ def test_paths_to_geopackage_and_flatgeobuf_keep_the_crs_and_properties(tmp_path
     props = [{"cost": 1.5, "to": "a", "cells": 2, "outlet": True},
              {"cost": 0.0, "to": "cell (3, 4)", "cells": 1, "outlet": False}]
     out = tmp_path / f"p{suffix}"
-    write_paths(out, lines, props, crs=UTM17, fmt=path_format(out), layer="streams")
+    write_paths(out, lines, props, crs=UTM17, fmt=path_format(out, UTM17), layer="streams")
     meta, _, geometry, fields = pyogrio.raw.read(out)
     assert meta["crs"] == UTM17 and meta["geometry_type"] == "LineString"
     assert pyogrio.list_layers(out)[0][0] == "streams"
@@ -199,12 +199,25 @@ def test_lines_of_a_grid_without_a_crs_are_written_without_one_or_a_warning(tmp_
     assert pyogrio.read_info(tmp_path / "p.fgb")["crs"] is None
 
 
+def test_geojson_lines_without_a_crs_are_refused(tmp_path):
+    """RFC 7946 positions are longitude/latitude, as GDAL reads any GeoJSON (its old
+    "unknown (grid coordinates)" crs member too): lines without a CRS are not written so."""
+    from terrain.io.points import path_format, write_paths
+    with pytest.raises(InputError, match=r"^p\.geojson: GeoJSON positions are longitude/"
+                                         r"latitude \(RFC 7946\), and the paths have no CRS"):
+        path_format("p.geojson", None)
+    with pytest.raises(InputError, match=r"p\.geojson: .* the lines have no CRS .* give the "
+                                         r"DEM a CRS$"):
+        write_paths(tmp_path / "p.geojson", [[(0.5, 9.5), (1.5, 8.5)]], [{"cost": 1.0}])
+    assert not (tmp_path / "p.geojson").exists()
+
+
 def test_an_unknown_lines_format_is_refused():
     from terrain.io.points import path_format
     with pytest.raises(InputError, match=r"s.shp: streams are written as GeoJSON "
                                          r"\(.geojson\), GeoPackage \(.gpkg\) or "
                                          r"FlatGeobuf \(.fgb\)"):
-        path_format("s.shp", "streams")
+        path_format("s.shp", None, "streams")
 
 
 def test_paths_are_written_as_rfc7946_lon_lat(tmp_path):

@@ -75,11 +75,11 @@ def test_memory_store_results_bit_identical(capsys, tmp_path, dem, command):
     rc, out, err = run_main(capsys, "verify", f"{url}/out.zarr", scheduler=None)
     assert rc == 0 and "verified" in out and "terrain-url-" not in out, err
     if command == "cost-distance":
-        for store, name in ((f"{url}/out.zarr", "u.geojson"), (tmp_path / "out.zarr", "l.geojson")):
+        for store, name in ((f"{url}/out.zarr", "u.fgb"), (tmp_path / "out.zarr", "l.fgb")):
             rc, _, err = run_main(capsys, "path", store, "--to-cell", "600,100",
                                   "-o", tmp_path / name, scheduler=None)
             assert rc == 0, err
-        assert (tmp_path / "u.geojson").read_bytes() == (tmp_path / "l.geojson").read_bytes()
+        assert (tmp_path / "u.fgb").read_bytes() == (tmp_path / "l.fgb").read_bytes()
     if command in ("mst", "cost-distance"):  # and pictured as a local one
         for store, name in ((f"{url}/out.zarr", "u.png"), (tmp_path / "out.zarr", "l.png")):
             rc, _, err = run_main(capsys, "plot", store, "-o", tmp_path / name, "--size",
@@ -305,20 +305,20 @@ def test_watershed_and_streams_read_and_write_urls(capsys, tmp_path, dem):
                               tmp_path / f"w-{tag}.tif", scheduler=None)
         assert rc == 0, err
         rc, _, err = run_main(capsys, "streams", where, "--threshold", "30", "-o",
-                              tmp_path / f"s-{tag}.geojson", scheduler=None)
+                              tmp_path / f"s-{tag}.fgb", scheduler=None)
         assert rc == 0, err
     with rasterio.open(tmp_path / "w-url.tif") as a, rasterio.open(tmp_path / "w-local.tif") as b:
         np.testing.assert_array_equal(a.read(1), b.read(1))
-    assert (tmp_path / "s-url.geojson").read_text() == (tmp_path / "s-local.geojson").read_text()
-    out = f"{url}/s.geojson"
+    assert (tmp_path / "s-url.fgb").read_bytes() == (tmp_path / "s-local.fgb").read_bytes()
+    out = f"{url}/s.fgb"
     argv = ["streams", f"{url}/f.zarr", "--threshold", "30", "-o", out]
     assert run_main(capsys, *argv, scheduler=None)[0] == 0
     rc, _, err = run_main(capsys, *argv, scheduler=None)
     assert rc == 2 and "output exists" in err, err
     assert run_main(capsys, *argv, "--overwrite", scheduler=None)[0] == 0
     import fsspec
-    assert fsspec.filesystem("memory").cat_file(out.split("://")[1]).decode() == (
-        tmp_path / "s-local.geojson").read_text()
+    assert fsspec.filesystem("memory").cat_file(out.split("://")[1]) == (
+        tmp_path / "s-local.fgb").read_bytes()
     rc, _, err = run_main(capsys, "batch", "mst", dem, "-o", f"{url}/batch", scheduler=SYNC)
     assert rc == 2 and err.strip() == (f"terrain: {url}/batch: a batch writes into a local "
                                        "folder (its outputs, manifest and lock); run the "

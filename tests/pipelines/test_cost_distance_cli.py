@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import run_cli
+from cli import gdal_lines, run_cli
 from oracles import DR, DC, csr_graph, oracle_cost, oracle_distance
 from grids import CS, XLL, YLL, random_dem, write_asc
 
@@ -47,47 +47,41 @@ def test_cost_distance_matches_scipy_and_path_walks_back(dem, tmp_path):
     np.testing.assert_array_equal(np.asarray(g["elevation"][:]), z)
     assert np.asarray(g["x"][:])[0] == XLL + CS / 2
 
-    # least-cost paths to three points
+    # least-cost paths to three points (the DEM has no CRS: FlatGeobuf and GeoPackage, in
+    # the grid's coordinates; GeoJSON, which is longitude/latitude, is refused)
     targets = [(20, 20), (44, 0), (40, 30)]
     targets = [t for t in targets if not np.isnan(ref[t])]
-    geo = tmp_path / "p.geojson"
+    geo = tmp_path / "p.fgb"
     args = []
     for r, c in targets:
         args += ["--to", "%r,%r" % xy(r, c, z.shape[0])]
     rc, so, se = run_cli("path", out, *args, "-o", geo, scheduler=None)
     assert rc == 0, se
-    doc = json.loads(geo.read_text())
+    lines, fields, crs = gdal_lines(geo)
+    assert crs is None and len(lines) == len(targets)
     alloc = np.asarray(g["allocation"][:])
-    for (r, c), feat in zip(targets, doc["features"]):
-        coords = feat["geometry"]["coordinates"]
+    for i, ((r, c), coords) in enumerate(zip(targets, lines)):
         cells = [(round(z.shape[0] - (yy - YLL) / CS - 0.5), round((xx - XLL) / CS - 0.5))
                  for xx, yy in coords]
         if cells[0] == cells[-1] and len(cells) == 2:
             cells = cells[:1]
         assert cells[-1] == (r, c) and cells[0] in srcs
-        assert feat["properties"]["source"] == alloc[r, c] == srcs.index(cells[0])
+        assert fields["source"][i] == alloc[r, c] == srcs.index(cells[0])
         total = 0.0
         for (ra, ca), (rb, cb) in zip(cells, cells[1:]):
             assert (rb - ra, cb - ca) in list(zip(DR[:8], DC[:8]))
             total += oracle_cost("absdiff", z[ra:ra + 1, ca], z[rb:rb + 1, cb], None,
                                  rb - ra, cb - ca)[0]
-        assert total == feat["properties"]["cost"] == dist[r, c]
+        assert total == fields["cost"][i] == dist[r, c]
 
-    # the same ends given as cells (after the points): the same lines
-    cells_geo = tmp_path / "q.geojson"
+    # the same ends given as cells (after the points), as a GeoPackage: the same lines
     args = [a for r, c in targets for a in ("--to-cell", f"{r},{c}")]
-    rc, so, se = run_cli("path", out, *args, "-o", cells_geo, scheduler=None)
-    assert rc == 0, se
-    by_cell = json.loads(cells_geo.read_text())["features"]
-    assert [f["geometry"] for f in by_cell] == [f["geometry"] for f in doc["features"]]
-    assert [f["properties"]["to"] for f in by_cell] == [f"cell {r},{c}" for r, c in targets]
-    # and as a GeoPackage: the same lines and properties, read back by GDAL
-    import pyogrio
     rc, so, se = run_cli("path", out, *args, "-o", tmp_path / "q.gpkg", scheduler=None)
     assert rc == 0, se
-    back = pyogrio.read_info(tmp_path / "q.gpkg")
-    assert back["features"] == len(targets) and back["geometry_type"] == "LineString"
-    assert list(back["fields"]) == ["cost", "source", "to", "cells"]
+    by_cell, back, crs = gdal_lines(tmp_path / "q.gpkg")
+    assert crs is None and list(back) == ["cost", "source", "to", "cells"]
+    assert [a.tolist() for a in by_cell] == [a.tolist() for a in lines]
+    assert list(back["to"]) == [f"cell {r},{c}" for r, c in targets]
 
 
 def test_friction_cost_and_sources_file(dem, tmp_path):
@@ -357,10 +351,19 @@ def test_path_bad_input(dem, tmp_path):
     far = tuple(int(v) for v in np.argwhere(np.isnan(d) & ~np.isnan(z))[0])
     for ends in (["--to", "%r,%r" % xy(*far, z.shape[0])], ["--to", f"{XLL - 1},{YLL}"],
                  ["--to-cell", f"{z.shape[0]},0"], []):
-        rc, _, se = run_cli("path", out, *ends, "-o", tmp_path / "p.geojson", scheduler=None)
+        rc, _, se = run_cli("path", out, *ends, "-o", tmp_path / "p.gpkg", scheduler=None)
         assert rc == 2 and se.startswith("terrain: ") and len(se.strip().splitlines()) == 1, se
-        assert not (tmp_path / "p.geojson").exists()
+        assert not (tmp_path / "p.gpkg").exists()
     assert "no path ends given" in se
+    # GeoJSON is longitude/latitude (RFC 7946): a store without a CRS has none to give (its
+    # "unknown" crs member read as WGS 84 by GDAL), refused before any path is walked
+    rc, _, se = run_cli("path", out, "--to-cell", "3,5", "-o", tmp_path / "p.geojson",
+                        scheduler=None)
+    assert rc == 2 and se == (f"terrain: {tmp_path / 'p.geojson'}: GeoJSON positions are "
+                              "longitude/latitude (RFC 7946), and the paths have no CRS to "
+                              "reproject from: write a GeoPackage (.gpkg) or FlatGeobuf (.fgb), "
+                              "which keep the grid's coordinates, or give the DEM a CRS\n"), se
+    assert not (tmp_path / "p.geojson").exists()
     rc, _, se = run_cli("path", out, "--to-cell", "3,5", "-o", tmp_path / "p.shp",
                         scheduler=None)
     assert rc == 2 and "p.shp: paths are written as GeoJSON (.geojson), GeoPackage" in se, se

@@ -101,10 +101,10 @@ def test_cost_distance_picture_with_contours_and_paths(tmp_path, capsys):
     import zarr
     gt = zarr.open_group(str(out), mode="r").attrs["geotransform"]
     to = f"{gt[0] + gt[1] * 150.5},{gt[3] + gt[5] * 110.5}"
-    rc, _, err = run_main(capsys, "path", out, "--to", to, "-o", tmp_path / "p.geojson",
+    rc, _, err = run_main(capsys, "path", out, "--to", to, "-o", tmp_path / "p.gpkg",
                           scheduler=None)
     assert rc == 0, err
-    rc, text, err = run_main(capsys, "plot", out, "--paths", tmp_path / "p.geojson", "-o",
+    rc, text, err = run_main(capsys, "plot", out, "--paths", tmp_path / "p.gpkg", "-o",
                              tmp_path / "c.png", "--size", "640x480", scheduler=None)
     assert rc == 0, err
     assert "1 path(s)" in text and "contour levels" in text and "no DEM" not in text
@@ -116,7 +116,7 @@ def test_cost_distance_picture_with_contours_and_paths(tmp_path, capsys):
                              "--window", "40:80,20:60", scheduler=None)
     assert rc == 0, err
     assert mpl_image.imread(tmp_path / "d.png").shape[:2] == (200, 300)
-    rc, _, err = run_main(capsys, "plot", tmp_path / "s.zarr", "--paths", tmp_path / "p.geojson",
+    rc, _, err = run_main(capsys, "plot", tmp_path / "s.zarr", "--paths", tmp_path / "p.gpkg",
                           "-o", tmp_path / "e.png", scheduler=None)
     assert rc == 2 and "cost-distance store" in err and not (tmp_path / "e.png").exists()
     assert _nice_levels(0, 95) == [10, 20, 30, 40, 50, 60, 70, 80, 90]
