@@ -1,5 +1,5 @@
 """Points in map coordinates: read from CSV / GeoJSON / OGR vector files / rasters, mapped
-to grid cells (GDAL geotransform; a point on a cell's west or north edge belongs to it), and
+to grid cells (GDAL geotransform; the cell rasterio's ``index`` gives: docs/gis.md), and
 lines (least-cost paths, streams) written as RFC 7946 GeoJSON, GeoPackage or FlatGeobuf.
 GeoJSON points are WGS 84 unless a ``crs`` member says otherwise, CSV points the raster's
 CRS unless their columns are named lon/lat, a GeoPackage's, Shapefile's, FlatGeobuf's or
@@ -66,8 +66,13 @@ def map_to_cell(x, y, geotransform, shape, what="point"):
     x0, dx, rx, y0, ry, dy = (float(v) for v in geotransform)
     if rx or ry:
         raise InputError(f"{what}: rotated geotransforms are not supported")
-    col = math.floor((x - x0) / dx)
-    row = math.floor((y - y0) / dy)
+    # rasterio's index/rowcol, bit for bit: the inverse transform's coefficients as affine's
+    # ~Affine computes them (through the determinant), applied, then floored; (x - x0) / dx
+    # rounds otherwise, and put points on cell edges in the neighbouring cell
+    inv = 1.0 / (dx * dy - rx * ry)
+    cx, cy = dy * inv, dx * inv
+    col = math.floor(cx * x + (-x0 * cx))
+    row = math.floor(cy * y + (-y0 * cy))
     if not (0 <= row < shape[0] and 0 <= col < shape[1]):
         hint = ""
         if -180 <= x <= 180 and -90 <= y <= 90 and not (-180 <= x0 <= 180 and -90 <= y0 <= 90):

@@ -267,3 +267,24 @@ def test_diameter_prints_a_summary_of_the_path(tmp_path, capsys):
     assert g.read_text().startswith("1 2\n2 3\n")
     rc, out, err = run_main(capsys, "diameter", g, "--backend", "cpu", "--json")
     assert len(json.loads(out)["path"]) == 60
+
+
+def test_points_on_cell_edges_take_the_cell_rasterio_indexes(tmp_path, capsys):
+    """--source X,Y and the points of a CSV of sources on cell edges of a geographic float64
+    GeoTIFF: each source's cell is rasterio's ``index`` of the point."""
+    path = tmp_path / "geo_f64.tif"
+    z = np.random.default_rng(1).random((400, 300))
+    with rasterio.open(path, "w", driver="GTiff", height=400, width=300, count=1,
+                       dtype="float64", crs="EPSG:4326",
+                       transform=rasterio.Affine(0.001, 0, -80.0, 0, -0.0008, 35.0)) as dst:
+        dst.write(z, 1)
+    points = [(-79.9, 34.9), (-79.95, 34.8), (-79.801, 34.7904), (-79.999, 34.9992)]
+    (tmp_path / "s.csv").write_text("x,y\n" + "".join(f"{x},{y}\n" for x, y in points[1:]))
+    rc, out, err = run_main(capsys, "cost-distance", path, "--source", "%r,%r" % points[0],
+                            "--sources", tmp_path / "s.csv", "-o", tmp_path / "g.zarr",
+                            "--json", scheduler=None)
+    assert rc == 0, err
+    with rasterio.open(path) as src:
+        want = [src.index(x, y) for x, y in points]
+    got = [(s["row"], s["col"]) for s in json.loads(out)["sources"]]
+    assert got == [tuple(int(v) for v in w) for w in want]

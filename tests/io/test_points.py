@@ -268,3 +268,41 @@ def test_a_sources_raster_in_another_crs_or_unreferenced_is_refused():
                                          r"one: .* give the outlets as cells or points$"):
         raster_source_cells(a, unreferenced, gt, a.shape, "p.png", what="outlet")
     assert raster_source_cells(a, unreferenced, unreferenced, a.shape) == [(3, 6)]
+
+
+# ------------------------------------------------------------------ points on cell edges
+# The oracle is rasterio's rowcol (what DatasetReader.index gives): a point maps to the cell
+# rasterio gives it, edges included, where (x - x0) / dx rounds to the other side.
+
+EDGE_TRANSFORMS = {
+    "projected_30m": (500000.0, 30.0, 0.0, 4000000.0, 0.0, -30.0),
+    "geographic_0.001": (-180.0, 0.001, 0.0, 90.0, 0.0, -0.001),
+    "geographic_0.001x0.0008": (-80.0, 0.001, 0.0, 35.0, 0.0, -0.0008),
+    "non_square_10x12.5": (300010.0, 10.0, 0.0, 5000000.0, 0.0, -12.5),
+    "arc_second": (-120.123, 1 / 3600, 0.0, 45.987, 0.0, -1 / 3600),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_TRANSFORMS))
+def test_points_on_cell_edges_take_rasterios_cell(name):
+    from decimal import Decimal
+
+    import numpy as np
+    from rasterio.transform import Affine, rowcol
+
+    from terrain.io.points import map_to_cell
+    gt = EDGE_TRANSFORMS[name]
+    shape = (3000, 3000)
+    rng = np.random.default_rng(7)
+    rows, cols = rng.integers(0, shape[0], 3000), rng.integers(0, shape[1], 3000)
+    # the edges as a user writes them: decimal values rounded to the nearest double
+    xs = [float(Decimal(repr(gt[0])) + int(c) * Decimal(repr(gt[1]))) for c in cols]
+    ys = [float(Decimal(repr(gt[3])) + int(r) * Decimal(repr(gt[5]))) for r in rows]
+    xs[:500] = [gt[0] + c * gt[1] for c in cols[:500]]  # and as a program computes them
+    ys[:500] = [gt[3] + r * gt[5] for r in rows[:500]]
+    inside = [(x, y) for x, y in zip(xs, ys)
+              if all(0 <= v < n for v, n in zip(rowcol(Affine.from_gdal(*gt), x, y), shape))]
+    assert len(inside) > 2900
+    for x, y in inside:
+        want = tuple(int(v) for v in rowcol(Affine.from_gdal(*gt), x, y))
+        assert map_to_cell(x, y, gt, shape) == want, (x, y)
