@@ -274,7 +274,8 @@ def build_parser():
                    help="also write the mask as a Cloud-Optimized GeoTIFF (uint8, 255 = nodata, "
                         "overviews, band description)")
     p.add_argument("--no-cog", action="store_true",
-                   help="with --geotiff: a plain tiled GeoTIFF with overviews instead of a COG")
+                   help="with --geotiff: a plain tiled GeoTIFF (no overviews) instead of a COG, "
+                        "in about two thirds of the time")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and FILE.tif) if they exist")
     _add_run_control(p)
     _add_storage_options(p)
@@ -316,7 +317,8 @@ def build_parser():
     p.add_argument("--geotiff-dir", default=None, metavar="DIR",
                    help="also write filled, depth and depression as Cloud-Optimized GeoTIFFs")
     p.add_argument("--no-cog", action="store_true",
-                   help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
+                   help="with --geotiff-dir: plain tiled GeoTIFFs (no overviews) instead of COGs, "
+                        "in about two thirds of the time")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
     _add_resume(p)
     _add_storage_options(p)
@@ -531,7 +533,8 @@ def _add_hydrology(sub):
     p.add_argument("--geotiff-dir", default=None, metavar="DIR",
                    help="also write filled.tif, direction.tif and accumulation.tif there (COGs)")
     p.add_argument("--no-cog", action="store_true",
-                   help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
+                   help="with --geotiff-dir: plain tiled GeoTIFFs (no overviews) instead of COGs, "
+                        "in about two thirds of the time")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
     _add_resume(p)

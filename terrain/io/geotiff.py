@@ -5,9 +5,11 @@
    shard reader :func:`terrain.tiles.store.read_block`); cells where ``valid_from`` is NaN
    are written as nodata.
 2. Overviews: built into the uncompressed stage (GDAL's ``BuildOverviews``).
-3. Copy: GDAL's ``COG`` driver (or a tiled GTiff with ``cog=False``) copies the stage and
-   its overviews, compressing every block once, ZSTD level 1, on the layer's share of the
-   cores.
+3. Copy: GDAL's ``COG`` driver copies the stage and its overviews, compressing every block
+   once, ZSTD level 1, on the layer's share of the cores.
+
+With ``cog=False`` the windows go straight into a plain tiled GTiff (ZSTD level 1), without
+a stage or overviews.
 
 GDAL's block cache is held to :data:`CACHE_BYTES` meanwhile (its default, 5 % of the RAM,
 let the three layers of a 4096² cost distance take 500 MB more), and no more layers are
@@ -155,7 +157,7 @@ def write_geotiff(store, array_name, tif_path, *, read, cog=True, nodata=None,
         ``read(store, name, (r0, r1, c0, c1))``: a window of a layer (of ``store`` and of
         ``valid_from``); see :func:`write_geotiffs`.
     cog : bool
-        Cloud-Optimized GeoTIFF; False: a tiled GTiff with overviews.
+        Cloud-Optimized GeoTIFF; False: a plain tiled GTiff, without overviews.
     nodata : number, optional
         Default: NaN for float layers, none for others.
     valid_from : (store path, array name), optional
@@ -327,66 +329,75 @@ def _prepare(store, array_name, nodata=None, valid_from=None, description=None, 
 
 
 def _write_one(p, tmp, cog, threads):
-    """Stage layer ``p`` (uncompressed, a window of chunks at a time) and copy it into
-    ``tmp``, compressing on ``threads`` threads."""
-    import rasterio
-    from rasterio.enums import Resampling
+    """Layer ``p`` into ``tmp``, compressing on ``threads`` threads: a COG through an
+    uncompressed stage and its overviews (:func:`_copy`); a plain tiled GeoTIFF written
+    straight, without overviews."""
     from rasterio.transform import Affine
-    from rasterio.windows import Window
 
-    read, valid, rows, cols, nodata = p["read"], p["valid"], p["rows"], p["cols"], p["nodata"]
-    unit = int(p["arr"].chunks[0])  # whole chunks, at least one GeoTIFF block
-    side = unit * max(1, -(-BLOCK // unit))
+    rows, cols = p["rows"], p["cols"]
     profile = {"driver": "GTiff", "height": rows, "width": cols, "count": 1,
                "dtype": p["dtype"].name, "transform": Affine.from_gdal(*p["gt"]),
                "tiled": True, "blockxsize": BLOCK, "blockysize": BLOCK,
                "BIGTIFF": "IF_SAFER"}
     if p["crs"]:
         profile["crs"] = p["crs"]
-    if nodata is not None:
-        profile["nodata"] = nodata
+    if p["nodata"] is not None:
+        profile["nodata"] = p["nodata"]
+    if not cog:
+        _write_windows(p, tmp, {**profile, "compress": "ZSTD", "ZSTD_LEVEL": 1,
+                                "NUM_THREADS": str(threads)}, [])
+        return
     stage = tmp.with_name(tmp.name + ".stage.tif")
     factors = overview_factors((rows, cols))
     try:
-        with rasterio.open(stage, "w", **profile) as dst:
-            for r0 in range(0, rows, side):
-                for c0 in range(0, cols, side):
-                    r1, c1 = min(r0 + side, rows), min(c0 + side, cols)
-                    window = (r0, r1, c0, c1)
-                    block = np.asarray(read(p["store"], p["name"], window))
-                    block = block.astype(p["dtype"], copy=False)
-                    if valid is not None:
-                        holes = np.isnan(read(*valid, window))
-                        if holes.any():
-                            block = block.copy()
-                            block[holes] = nodata
-                    dst.write(block, 1, window=Window(c0, r0, c1 - c0, r1 - r0))
-            if p["description"]:
-                dst.set_band_description(1, p["description"])
-            if p["tags"]:
-                dst.update_tags(1, **{k: str(v) for k, v in p["tags"].items()})
-            if factors:  # on the stage as written, not opened again (three 1024² layers:
-                # 0.06-0.07 CPU s against 0.07-0.08; the same overviews)
-                dst.build_overviews(list(factors), Resampling[p["resampling"]])
-        _copy(stage, tmp, factors, cog, threads)
+        _write_windows(p, stage, profile, factors)
+        _copy(stage, tmp, factors, threads)
     finally:
         if stage.exists():
             os.unlink(stage)
 
 
-def _copy(stage, target, factors, cog, threads):
-    """The stage into ``target``: a COG, or a tiled GTiff with the stage's overviews
-    (decimation ``factors``, :func:`overview_factors`, built on the uncompressed stage and
-    copied as they are: the COG driver's own, through a compressed temporary file read
-    back, took 0.21-0.28 s of a 2048² float64 layer's copy against 0.15-0.19 s so, the same
-    overview values; 2-core VM)."""
+def _write_windows(p, path, profile, factors):
+    """Write layer ``p`` into a new GTiff ``path`` of ``profile``, a window of whole chunks
+    (at least a GeoTIFF block) at a time, with its description and tags, and the overviews
+    of decimation ``factors``."""
+    import rasterio
+    from rasterio.enums import Resampling
+    from rasterio.windows import Window
+
+    read, valid, rows, cols, nodata = p["read"], p["valid"], p["rows"], p["cols"], p["nodata"]
+    unit = int(p["arr"].chunks[0])  # whole chunks, at least one GeoTIFF block
+    side = unit * max(1, -(-BLOCK // unit))
+    with rasterio.open(path, "w", **profile) as dst:
+        for r0 in range(0, rows, side):
+            for c0 in range(0, cols, side):
+                r1, c1 = min(r0 + side, rows), min(c0 + side, cols)
+                window = (r0, r1, c0, c1)
+                block = np.asarray(read(p["store"], p["name"], window))
+                block = block.astype(p["dtype"], copy=False)
+                if valid is not None:
+                    holes = np.isnan(read(*valid, window))
+                    if holes.any():
+                        block = block.copy()
+                        block[holes] = nodata
+                dst.write(block, 1, window=Window(c0, r0, c1 - c0, r1 - r0))
+        if p["description"]:
+            dst.set_band_description(1, p["description"])
+        if p["tags"]:
+            dst.update_tags(1, **{k: str(v) for k, v in p["tags"].items()})
+        if factors:  # on the stage as written, not opened again (three 1024² layers:
+            # 0.06-0.07 CPU s against 0.07-0.08; the same overviews)
+            dst.build_overviews(list(factors), Resampling[p["resampling"]])
+
+
+def _copy(stage, target, factors, threads):
+    """The stage into the COG ``target``, with the stage's overviews (decimation
+    ``factors``, :func:`overview_factors`, built on the uncompressed stage and copied as they
+    are: the COG driver's own, through a compressed temporary file read back, took
+    0.21-0.28 s of a 2048² float64 layer's copy against 0.15-0.19 s so, the same overview
+    values; 2-core VM)."""
     from rasterio.shutil import copy as gdal_copy
 
-    if cog:
-        gdal_copy(stage, target, driver="COG", BLOCKSIZE=BLOCK, COMPRESS="ZSTD",
-                  NUM_THREADS=str(threads), BIGTIFF="IF_SAFER", LEVEL=1,
-                  OVERVIEWS="FORCE_USE_EXISTING" if factors else "NONE")
-        return
-    gdal_copy(stage, target, driver="GTiff", TILED="YES", BLOCKXSIZE=BLOCK, BLOCKYSIZE=BLOCK,
-              COMPRESS="ZSTD", COPY_SRC_OVERVIEWS="YES", NUM_THREADS=str(threads),
-              BIGTIFF="IF_SAFER", ZSTD_LEVEL=1)
+    gdal_copy(stage, target, driver="COG", BLOCKSIZE=BLOCK, COMPRESS="ZSTD",
+              NUM_THREADS=str(threads), BIGTIFF="IF_SAFER", LEVEL=1,
+              OVERVIEWS="FORCE_USE_EXISTING" if factors else "NONE")

@@ -105,11 +105,42 @@ def test_float_layer_rioxarray_round_trip(tmp_path):
     plain = write_geotiff(tmp_path / "d.zarr", "distance", tmp_path / "p.tif", read=read_block,
                           cog=False)
     with rasterio.open(plain) as src:
-        assert src.overviews(1) == [2] and src.block_shapes[0] == (512, 512)
+        assert src.overviews(1) == [] and src.block_shapes[0] == (512, 512)
+        assert "LAYOUT" not in src.tags(ns="IMAGE_STRUCTURE")
+        assert np.array_equal(src.read(1), vals, equal_nan=True)
     with pytest.raises(InputError, match="no array"):
         write_geotiff(tmp_path / "d.zarr", "nope", tmp_path / "n.tif", read=read_block)
     assert not (tmp_path / "n.tif").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.tif", "d.zarr", "p.tif"]
+
+
+@pytest.mark.parametrize("command", ["mst", "flow"])
+def test_no_cog_writes_plain_tiled_geotiffs_without_overviews(dem_tif, tmp_path, capsys,
+                                                              command):
+    """``--no-cog``: what GDAL reads as a plain tiled GeoTIFF (no overviews, no COG layout),
+    the same cells, georeference and band metadata as the COG written without it."""
+    files = {}
+    for kind, extra in (("cog", []), ("plain", ["--no-cog"])):
+        if command == "mst":
+            tif = tmp_path / f"{kind}.tif"
+            args = ["mst", dem_tif, "-o", tmp_path / f"{kind}.zarr", "--geotiff", tif]
+            files[kind] = [tif]
+        else:
+            args = ["flow", dem_tif, "-o", tmp_path / f"{kind}.zarr",
+                    "--geotiff-dir", tmp_path / kind]
+            files[kind] = [tmp_path / kind / f"{n}.tif"
+                           for n in ("filled", "direction", "accumulation")]
+        rc, _, err = run_main(capsys, *args, *extra, "--backend", "cpu")
+        assert rc == 0, err
+    for cog, plain in zip(files["cog"], files["plain"]):
+        with rasterio.open(cog) as a, rasterio.open(plain) as b:
+            assert a.overviews(1) and a.tags(ns="IMAGE_STRUCTURE")["LAYOUT"] == "COG"
+            assert b.overviews(1) == [] and "LAYOUT" not in b.tags(ns="IMAGE_STRUCTURE")
+            assert b.block_shapes[0] == (512, 512) and b.compression.name == "zstd"
+            assert (b.crs, b.transform, b.dtypes, b.descriptions, b.tags(1), b.units) == \
+                (a.crs, a.transform, a.dtypes, a.descriptions, a.tags(1), a.units)
+            assert np.array_equal(a.read(1), b.read(1), equal_nan=True)
+            assert a.nodata == b.nodata or (np.isnan(a.nodata) and np.isnan(b.nodata))
 
 
 def test_overview_factors():
