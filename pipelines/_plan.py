@@ -50,8 +50,9 @@ def task_count(delayed):
 
 def open_header(inp, tile=512, stores=True):
     """The input's grid from its header only: a dict with ``shape``, ``tile``,
-    ``tiles_per_shard``, ``cellsize``, ``geotransform``, ``crs`` and ``from_store`` (a tile
-    store keeps its own tile and shards; ``stores`` False: always read as a raster)."""
+    ``tiles_per_shard``, ``cellsize``, ``geotransform``, ``crs``, ``units`` (the elevations'
+    unit, None where not known) and ``from_store`` (a tile store keeps its own tile and
+    shards; ``stores`` False: always read as a raster)."""
     from terrain.tiles import is_store, open_store
     from terrain.tiles.store import check_tile_count, check_tile_size, tiles_per_shard
     if stores and is_store(inp):
@@ -59,7 +60,7 @@ def open_header(inp, tile=512, stores=True):
         return {"shape": tuple(int(s) for s in store.shape), "tile": int(store.tile),
                 "tiles_per_shard": int(store.tiles_per_shard), "cellsize": store.cellsize,
                 "geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-                "from_store": True}
+                "units": store.elevation.attrs.get("units"), "from_store": True}
     from terrain.io import open_grid
     tile = check_tile_size(tile)
     grid = open_grid(inp)
@@ -67,7 +68,18 @@ def open_header(inp, tile=512, stores=True):
     check_tile_count(tile, shape, inp)  # what the run would refuse, a dry run refuses
     return {"shape": shape, "tile": int(tile), "tiles_per_shard": tiles_per_shard(tile, shape),
             "cellsize": grid.cellsize, "geotransform": list(grid.geotransform), "crs": grid.crs,
-            "from_store": False}
+            "units": band_units(grid), "from_store": False}
+
+
+def band_units(grid):
+    """The unit of the band a GDAL raster's ``grid`` reads (GDAL's unit type: "m", "ft");
+    None where it has none (ESRI/GRASS text grids never do)."""
+    from terrain.io import AsciiGrid
+    if isinstance(grid, AsciiGrid):
+        return None
+    import rasterio
+    with rasterio.open(grid.path) as src:
+        return src.units[grid.band - 1] or None
 
 
 def check_same_grid(path, shape, geotransform, what, crs=None):

@@ -305,7 +305,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     check_weight_units(cost, grid["crs"], inp, kind="cost")
     gt = grid["geotransform"]
     # a DEM named relative to here, recorded absolute: the result is verified from anywhere
-    geo = {"geotransform": gt, "crs": grid["crs"], "cost": cost,
+    geo = {"geotransform": gt, "crs": grid["crs"], "cost": cost, "units": grid["units"],
            "source": str(inp) if is_remote(inp) else str(Path(inp).resolve())}
     srcs, costs = resolve_sources(gt, grid["shape"], points, cells, sources_file,
                                   label=f"{inp}: ", crs=grid["crs"], start_cost=start_cost,

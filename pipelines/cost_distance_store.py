@@ -43,7 +43,7 @@ def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None,
                                          abs(geo["geotransform"][5])]})
     # CF georeference (idempotent: an ingested DEM already wrote x, y, spatial_ref)
     write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
-    for name, attrs in layer_attributes(geo.get("cost", "absdiff")).items():
+    for name, attrs in layer_attributes(geo.get("cost", "absdiff"), geo.get("units")).items():
         dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
         if name == "friction" and not with_friction:
             continue
@@ -135,12 +135,11 @@ def write_geotiffs(store_path, directory, cog=True, memory=None):
     jobs = []
     for name, path in zip(GEOTIFF_LAYERS, geotiff_files(directory)):
         _, fill, _ = LAYERS[name]
-        # the layer's own attributes (its cost model's units): the run's summary attributes
-        # come after the GeoTIFFs, which a partial store writes first
+        # the layer's own attributes (its cost model's; the units, GDAL's unit type, the
+        # writer takes from them): the run's summary attributes come after the GeoTIFFs,
+        # which a partial store writes first
         a = {**layer_attributes("absdiff")[name], **dict(group[name].attrs)}
-        tags = {"units": a["units"]}
-        if name == "backlink":
-            tags.update({f"code_{k}": v for k, v in BACKLINK_CODES.items()})
+        tags = {f"code_{k}": v for k, v in BACKLINK_CODES.items()} if name == "backlink" else {}
         said = a["description"]
         jobs.append(dict(array_name=name, tif_path=staged_path(path), nodata=fill,
                          description=said if said.startswith(a["long_name"])

@@ -16,8 +16,8 @@ Examples
 --------
 >>> BACKLINK_CODES["1"], BACKLINK_CODES["9"], BACKLINK_CODES["255"]
 ('E', 'ENE', 'unreached')
->>> layer_attributes("tobler")["distance"]["units"]
-'seconds of walking (Tobler), times the friction factor'
+>>> layer_attributes("tobler")["distance"]["units"], layer_attributes("absdiff", "m")["distance"]["units"]
+('s', 'm')
 """
 
 import concurrent.futures
@@ -46,22 +46,26 @@ LAYERS = {
 # code -> direction from the cell to its predecessor
 BACKLINK_CODES = {"0": "source", **{str(k + 1): n for k, n in enumerate(ARC_NAMES)},
                   "255": "unreached"}
-# units of the distance per cost model
+# what the distance of each cost model counts, said in its description
 DISTANCE_UNITS = {"absdiff": "elevation units (sum of |dz| along the path)",
                   "friction": "friction x CRS length units (sum of L x mean friction)",
                   "tobler": "seconds of walking (Tobler), times the friction factor"}
 
 
-def layer_attributes(cost):
-    """Attributes of each output layer (``long_name``, ``units``, ``description``, codes)."""
+def layer_attributes(cost, elevation_units=None):
+    """Attributes of each output layer (``long_name``, ``description``, codes, and ``units``
+    where the layer has a unit UDUNITS knows: the distance in seconds for ``tobler``, in the
+    DEM's ``elevation_units`` for ``absdiff`` when known; friction, ids and codes have none)."""
+    units = {"tobler": "s", "absdiff": elevation_units}.get(cost)
     return {
-        "distance": {"long_name": "accumulated cost", "units": DISTANCE_UNITS[cost],
-                     "description": LAYERS["distance"][2], "cost": cost},
-        "backlink": {"long_name": "direction to the predecessor", "units": "1",
+        "distance": {"long_name": "accumulated cost", **({"units": units} if units else {}),
+                     "description": f"{LAYERS['distance'][2]}; in {DISTANCE_UNITS[cost]}",
+                     "cost": cost},
+        "backlink": {"long_name": "direction to the predecessor",
                      "description": LAYERS["backlink"][2], "codes": dict(BACKLINK_CODES)},
-        "allocation": {"long_name": "nearest source", "units": "1",
+        "allocation": {"long_name": "nearest source",
                        "description": LAYERS["allocation"][2]},
-        "friction": {"long_name": "friction", "units": "cost per CRS length unit",
+        "friction": {"long_name": "friction",
                      "description": "friction per cell (cost per unit length); NaN barrier"},
     }
 

@@ -105,7 +105,7 @@ def checksummed(compressors):
 
 
 def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
-                 source=None, header=None, compressors="auto"):
+                 source=None, header=None, compressors="auto", units=None):
     """Create an empty tile store at ``path`` and return its :class:`TileStore`.
 
     In a partial output of an earlier run (resumed, retried) the ``elevation`` there is kept
@@ -117,6 +117,9 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     shape : (rows, cols)
     tile : int (a power of two)
     geotransform : sequence of 6 floats (GDAL order), optional
+    units : str, optional
+        The elevations' unit (the source band's: "m", "ft"), the layer's ``units``
+        attribute; None: none (a unit not known is not written).
     """
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
@@ -132,7 +135,7 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     gt = [float(v) for v in geotransform]
     crs = crs_wkt(crs)
     # attributes first: write_georeference tags the array through another handle
-    elev.attrs.update({"units": "elevation", "nodata_stored_as": "NaN"})
+    elev.attrs.update({"nodata_stored_as": "NaN", **({"units": units} if units else {})})
     write_georeference(group, (rows, cols), gt, crs)
     n_tr, n_tc = -(-rows // tile), -(-cols // tile)
     group.attrs.update({

@@ -288,3 +288,35 @@ def test_points_on_cell_edges_take_the_cell_rasterio_indexes(tmp_path, capsys):
         want = [src.index(x, y) for x, y in points]
     got = [(s["row"], s["col"]) for s in json.loads(out)["sources"]]
     assert got == [tuple(int(v) for v in w) for w in want]
+
+
+@pytest.mark.parametrize("cost, unit", [("absdiff", "ft"), ("tobler", "s")])
+def test_units_are_the_source_bands_or_absent(tmp_path, capsys, cost, unit):
+    """The elevation layer's ``units`` is the source band's unit (GDAL's unit type, read by
+    rasterio), none for an ASCII grid; the cost layers' a unit or none; a GeoTIFF band with a
+    unit has GDAL's unit type set (read back by rasterio)."""
+    path = tmp_path / "dem.tif"
+    z = np.random.default_rng(2).random((60, 50)).astype(np.float32) * 100
+    with rasterio.open(path, "w", driver="GTiff", height=60, width=50, count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.Affine(30, 0, 500000, 0, -30, 4000000)) as dst:
+        dst.write(z, 1)
+        dst.set_band_unit(1, "ft")
+    with rasterio.open(path) as src:
+        assert src.units == ("ft",)
+    rc, _, err = run_main(capsys, "cost-distance", path, "--source-cell", "3,4", "--cost", cost,
+                          "-o", tmp_path / "c.zarr", "--geotiff-dir", tmp_path / "t")
+    assert rc == 0, err
+    import zarr
+    g = zarr.open_group(str(tmp_path / "c.zarr"), mode="r")
+    assert g["elevation"].attrs["units"] == "ft"
+    assert g["distance"].attrs["units"] == unit
+    assert "units" not in g["allocation"].attrs and "units" not in g["backlink"].attrs
+    for name, want in (("distance", unit), ("allocation", None), ("backlink", None)):
+        with rasterio.open(tmp_path / "t" / f"{name}.tif") as src:
+            assert src.units == (want,), name
+    ascii_path = tmp_path / "g.asc"
+    ascii_path.write_text("ncols 3\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+                          "1 2 3\n4 5 6\n")
+    assert run_main(capsys, "ingest", ascii_path, "-o", tmp_path / "a.zarr")[0] == 0
+    assert "units" not in zarr.open_group(str(tmp_path / "a.zarr"), mode="r")["elevation"].attrs
