@@ -426,13 +426,14 @@ def write_hierarchy(out_path, table):
 
 
 def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=None,
-                 backend=None, scheduler=None, partial=None, in_core="auto"):
+                 backend=None, partial=None, in_core="auto"):
     """Write ``filled`` (the depression fill of the ``elevation`` of ``dem_path``; outlets: the
     edge and nodata, or the ``outlets_layer`` of ``out_path``) into the store ``out_path`` by
     :func:`fill_route`'s route for ``in_core`` (``terrain flow``'s fill: the tiled route when
-    the flow's was asked, whose memory is then bounded by its tiles); on the tiled route its
-    steps keep their results in the partial output ``partial`` when given. Returns the
-    summary (not stored)."""
+    the flow's was asked, whose memory is then bounded by its tiles), on the scheduler the
+    caller opened (:func:`pipelines.cluster.open_scheduler`: the flow's, for both); on the
+    tiled route its steps keep their results in the partial output ``partial`` when given.
+    Returns the summary (not stored)."""
     be = get_backend(backend)
     shape = tuple(int(s) for s in shape)
     spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
@@ -448,12 +449,11 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     from . import cluster
     shard = open_array(dem_path, "elevation")
     side = (getattr(shard, "shards", None) or shard.chunks)[0]
-    with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
-        # a cluster given by address runs the tasks in other folders: absolute
-        graph = build_fill_graph(cluster.remote_input(dem_path), cluster.remote_input(out_path),
-                                 spec, max(1, side // spec.tile), be.name, None, geo,
-                                 names=("filled",), partial=partial)
-        (summary,) = cluster.compute(graph, label="fill")
+    # a cluster given by address runs the tasks in other folders: absolute
+    graph = build_fill_graph(cluster.remote_input(dem_path), cluster.remote_input(out_path),
+                             spec, max(1, side // spec.tile), be.name, None, geo,
+                             names=("filled",), partial=partial)
+    (summary,) = cluster.compute(graph, label="fill")
     _drop_forest(out_path)
     return summary
 

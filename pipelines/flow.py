@@ -197,6 +197,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     the summary's ``reused_tasks`` counts them). Returns the summary (also in the store's
     ``flow`` attribute).
     """
+    from .cluster import open_scheduler
     from .fill import fill_route, named_outlets, write_filled, write_outlets
     t_start = time.perf_counter()
     be = get_backend(backend)
@@ -297,16 +298,17 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                                      write_filled_layer=not linked)
                 else:
                     t0 = time.perf_counter()
-                    if filled and not linked:  # copied as it is
-                        _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
-                            dem_path, dem_layer, w)), shape, side)
-                    elif not filled:  # asked tiled, all of it: its RSS bounded by tiles
-                        write_filled(dem_path, tmp, shape, tile, connectivity, out_layer,
-                                     be.name, scheduler, partial=tmp,
-                                     in_core=False if route == "tiled" else "auto")
-                    wall["fill"] = time.perf_counter() - t0
-                    stats = _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall,
-                                   filled and inp)
+                    # one scheduler for the fill and the flow (one cluster, one dashboard)
+                    with open_scheduler(scheduler, cells=shape[0] * shape[1]):
+                        if filled and not linked:  # copied as it is
+                            _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
+                                dem_path, dem_layer, w)), shape, side)
+                        elif not filled:  # asked tiled, all of it: its RSS bounded by tiles
+                            write_filled(dem_path, tmp, shape, tile, connectivity, out_layer,
+                                         be.name, partial=tmp,
+                                         in_core=False if route == "tiled" else "auto")
+                        wall["fill"] = time.perf_counter() - t0
+                        stats = _tiled(tmp, spec, shard, out_layer, w_path, wall, filled and inp)
                     drop_checkpoints(tmp)
             if weights_tmp is not None:  # at a URL it lies under the output's prefix
                 remove_tree(weights_tmp)
@@ -400,12 +402,13 @@ def _stats(dstats, mx, groups=1):
 GROUP_BACKEND = "cpu"
 
 
-def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall, filled=None):
-    """Directions and accumulation of the ``filled`` layer of ``tmp`` by groups of shards;
-    ``filled``: the input's name when it was given filled (refused when it is not)."""
+def _tiled(tmp, spec, shard, out_layer, w_path, wall, filled=None):
+    """Directions and accumulation of the ``filled`` layer of ``tmp`` by groups of shards, on
+    the scheduler :func:`run_flow` opened; ``filled``: the input's name when it was given
+    filled (refused when it is not)."""
     import dask
 
-    from .cluster import compute, open_scheduler, run_as_completed, share
+    from .cluster import compute, run_as_completed, share
     from .quadtree import TaskGraph
 
     plan = spec.plan(shard)
@@ -423,48 +426,47 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall, filled=None):
             lambda *a: run_as_completed(*a, label="flow-flats"))
         return heights, frames, passes
 
-    with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
-        heights, frames, passes = run_checkpointed(
-            checkpoint_at(folder, f"flow-flats-{token}"), flats)
-        # the passes' blocks came and went beside the states kept for the directions: the
-        # heap's free pages back, once a phase (16384²: the directions and accumulation held
-        # 450-660 MB after, 650-725 before)
-        trim_free_memory()
-        t1 = time.perf_counter()
+    heights, frames, passes = run_checkpointed(
+        checkpoint_at(folder, f"flow-flats-{token}"), flats)
+    # the passes' blocks came and went beside the states kept for the directions: the
+    # heap's free pages back, once a phase (16384²: the directions and accumulation held
+    # 450-660 MB after, 650-725 before)
+    trim_free_memory()
+    t1 = time.perf_counter()
 
-        def write_dir(group, settled):
-            code, s = direction_group(spec, plan, group, read_z, read_out, *settled,
-                                      GROUP_BACKEND)
-            write_block(tmp, "direction", plan.window(plan.group_level, *group), code)
-            return s
+    def write_dir(group, settled):
+        code, s = direction_group(spec, plan, group, read_z, read_out, *settled,
+                                  GROUP_BACKEND)
+        write_block(tmp, "direction", plan.window(plan.group_level, *group), code)
+        return s
 
-        settled = share((heights, frames))
-        try:
-            stats = list(compute(*[dask.delayed(run_checkpointed, pure=False)(
-                checkpoint_at(folder, key), write_dir, g, settled, dask_key_name=key)
-                for g in plan.groups for key in [(f"flow-direction-{token}", *g)]],
-                label="flow-direction"))
-        finally:
-            forget_flat_states(frames)
-        stats = group_totals(stats)
-        if filled:
-            check_drained(stats, filled)
-        trim_free_memory()
-        t2 = time.perf_counter()
+    settled = share((heights, frames))
+    try:
+        stats = list(compute(*[dask.delayed(run_checkpointed, pure=False)(
+            checkpoint_at(folder, key), write_dir, g, settled, dask_key_name=key)
+            for g in plan.groups for key in [(f"flow-direction-{token}", *g)]],
+            label="flow-direction"))
+    finally:
+        forget_flat_states(frames)
+    stats = group_totals(stats)
+    if filled:
+        check_drained(stats, filled)
+    trim_free_memory()
+    t2 = time.perf_counter()
 
-        def write_acc(window, acc):
-            write_block(tmp, "accumulation", window, acc)
-            return float(np.nanmax(acc)) if np.any(~np.isnan(acc)) else float("nan")
+    def write_acc(window, acc):
+        write_block(tmp, "accumulation", window, acc)
+        return float(np.nanmax(acc)) if np.any(~np.isnan(acc)) else float("nan")
 
-        graph = TaskGraph("flow", token, tmp, ("flow-acc",))
-        out = accumulation_pass(spec, plan, _reader(tmp, "direction"), write_acc,
-                                None if w_path is None else _reader(w_path, "elevation",
-                                                                    np.float64),
-                                GROUP_BACKEND, graph.call, what=str(tmp))
-        refs = list(out.values())
-        done = graph.delayed(graph.add(f"flow-acc-finish-{token}", (), list, refs))
-        (maxima,) = compute(done, label="flow-accumulation")
-        t3 = time.perf_counter()
+    graph = TaskGraph("flow", token, tmp, ("flow-acc",))
+    out = accumulation_pass(spec, plan, _reader(tmp, "direction"), write_acc,
+                            None if w_path is None else _reader(w_path, "elevation",
+                                                                np.float64),
+                            GROUP_BACKEND, graph.call, what=str(tmp))
+    refs = list(out.values())
+    done = graph.delayed(graph.add(f"flow-acc-finish-{token}", (), list, refs))
+    (maxima,) = compute(done, label="flow-accumulation")
+    t3 = time.perf_counter()
     total = {**stats, **passes}
     wall.update({"flats": t1 - t0, "direction": t2 - t1, "accumulation": t3 - t2})
     maxima = np.asarray(maxima, np.float64)

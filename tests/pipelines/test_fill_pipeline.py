@@ -250,6 +250,7 @@ def test_write_filled_for_another_pipeline(tmp_path, small_shards, monkeypatch, 
     """pipelines.fill.write_filled: only ``filled``, into a store another pipeline made
     (``terrain flow``'s fill), by either route."""
     import pipelines.fill as pf
+    from pipelines.cluster import open_scheduler
     from pipelines.ingest import ingest
     z = _dem(11, (40, 44))
     asc, z = _asc(tmp_path, z)
@@ -259,7 +260,8 @@ def test_write_filled_for_another_pipeline(tmp_path, small_shards, monkeypatch, 
     in_core_ = in_core
     out = tmp_path / "out.zarr"
     zarr.open_group(str(out), mode="w")
-    pf.write_filled(tmp_path / "dem.zarr", out, z.shape, 4, 4, scheduler="synchronous")
+    with open_scheduler("synchronous"):
+        pf.write_filled(tmp_path / "dem.zarr", out, z.shape, 4, 4)
     g = zarr.open_group(str(out), mode="r")
     np.testing.assert_array_equal(g["filled"][:], fill_depressions(z, 4, backend="cpu").filled)
     assert "depth" not in g and "depression" not in g and "mst" not in g

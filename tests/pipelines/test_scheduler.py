@@ -60,6 +60,27 @@ def test_default_cluster_takes_another_port_quietly_when_8787_is_busy(tmp_path):
     assert json.loads(proc.stdout)["edges"] > 0
 
 
+#: runs on ``--scheduler local`` that start the LocalCluster (flow's tiled route: its fill,
+#: then its directions and accumulation; batch: one cluster for its files)
+ON_LOCAL = {
+    "flow-tiled": ["flow", str(SAMPLE), "-o", "o.zarr", "--route", "tiled", "--tile", "64"],
+    "fill-tiled": ["fill", str(SAMPLE), "-o", "o.zarr", "--route", "tiled", "--tile", "64"],
+    "mst": ["mst", str(SAMPLE), "-o", "o.zarr", "--tile", "64", "--backend", "cpu"],
+    "cost-distance": ["cost-distance", str(SAMPLE), "-o", "o.zarr", "--source-cell", "5,5",
+                      "--algorithm", "tiled", "--tile", "64"],
+    "batch-flow": ["batch", "flow", str(SAMPLE), "-o", "out"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ON_LOCAL))
+def test_one_cluster_a_run_says_its_dashboard_once(tmp_path, name):
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", *ON_LOCAL[name], "--scheduler",
+                           "local"], cwd=tmp_path, env=child_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("terrain: Dask dashboard at http") == 1, proc.stderr
+
+
 def test_small_grid_by_default_runs_without_a_cluster_and_equals_one(tmp_path):
     """No dashboard for a grid far below DASHBOARD_MIN_CELLS; the same forest as on the
     LocalCluster that ``--scheduler local`` starts."""
