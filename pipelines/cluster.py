@@ -269,16 +269,55 @@ def _connect(client_class, spec):
         import socket
         try:
             socket.create_connection((hostport[1], int(hostport[2])), CONNECT_TIMEOUT).close()
-        except OSError as e:
-            reason = e.strerror or type(e).__name__
+        except (OSError, UnicodeError) as e:  # UnicodeError: a name with an empty label
+            reason = getattr(e, "strerror", None) or _first_line(e)
             raise InputError(f"cannot reach the Dask scheduler at {spec}: {reason}") from None
     # distributed logs every failed connection attempt: the one line below says it all
     with _quiet_logs():
+        _check_scheduler(spec)
         try:
             return client_class(spec, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as e:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise InputError(f"cannot reach the Dask scheduler at {spec}: {reason}") from None
+
+
+def _check_scheduler(spec):
+    """:class:`InputError` unless a Dask scheduler answers at ``spec`` within
+    :data:`CONNECT_TIMEOUT` seconds. ``Client(spec, timeout=...)`` bounds only the TCP connect:
+    its handshake waits for ever on a peer that accepts and never answers (an HTTP server
+    waits for a request line), and it reads another protocol's reply as a frame length (an
+    HTTP reply's ``HTTP/1.1``: 3.5e18 bytes, a MemoryError)."""
+    import asyncio
+    from distributed.comm import CommClosedError, connect
+    from distributed.security import Security
+
+    async def identity():
+        comm = await connect(spec, timeout=CONNECT_TIMEOUT,
+                             **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        answer = asyncio.run(asyncio.wait_for(identity(), CONNECT_TIMEOUT))
+    except asyncio.TimeoutError:
+        raise InputError(f"no Dask scheduler answered at {spec} within {CONNECT_TIMEOUT} s "
+                         "(is it a Dask scheduler's address?)") from None
+    except CommClosedError:
+        raise InputError(f"no Dask scheduler at {spec}: what answers there closed the "
+                         "connection") from None
+    except OSError as e:
+        raise InputError(f"cannot reach the Dask scheduler at {spec}: {_first_line(e)}") from None
+    except Exception:  # another protocol's bytes, read as Dask's
+        raise InputError(f"no Dask scheduler at {spec}: what answers there does not speak "
+                         "Dask's protocol") from None
+    kind = answer.get("type") if isinstance(answer, dict) else None
+    if not str(kind).endswith("Scheduler"):
+        what = f"a Dask {kind}" if kind else "something else"
+        raise InputError(f"no Dask scheduler at {spec}: {what} answers there")
 
 
 @contextlib.contextmanager

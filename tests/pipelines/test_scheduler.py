@@ -524,3 +524,111 @@ def test_on_failure_releases_tasks_that_wait_on_this_process():
             cluster.compute(dask.delayed(waits)(), dask.delayed(fails)(), progress=False,
                             on_failure=release.set)
     assert time.perf_counter() - t0 < 10
+
+
+# ------------------------------------------------------- an address where no scheduler answers
+
+def _listener(kind):
+    """A server on 127.0.0.1 that is no Dask scheduler: its address and what stops it."""
+    import http.server
+    import socket
+    import threading
+    if kind == "http.server":  # waits for a request line that Dask's handshake never ends
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                 http.server.SimpleHTTPRequestHandler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return f"tcp://127.0.0.1:{server.server_address[1]}", server.shutdown
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    if kind == "refused":  # bound, not listening
+        return address, listener.close
+    listener.listen()
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            if kind == "http reply":  # an HTTP server answering at once (a bad request)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                conn.close()
+            elif kind == "hangs up":
+                conn.close()
+            else:  # "silent": accepts and never answers
+                held.append(conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return address, lambda: [s.close() for s in [listener, *held]]
+
+
+#: what answers at the address -> what the one line says after it
+NOT_A_SCHEDULER = {
+    "silent": "no Dask scheduler answered at {address} within 5 s",
+    "http.server": "no Dask scheduler",
+    "http reply": "no Dask scheduler at {address}: what answers there does not speak Dask's "
+                  "protocol",
+    "hangs up": "no Dask scheduler at {address}: what answers there closed the connection",
+    "refused": "cannot reach the Dask scheduler at {address}: Connection refused",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_A_SCHEDULER))
+def test_an_address_where_no_scheduler_answers_is_one_line_within_seconds(kind):
+    """Before: a peer that never answered held the run for ever (distributed bounds only the
+    TCP connect) and an HTTP reply was read as a frame of 3.5e18 bytes (out of memory)."""
+    pytest.importorskip("distributed")
+    import time
+
+    from pipelines.cluster import CONNECT_TIMEOUT, open_scheduler
+    from terrain.errors import InputError
+    address, stop = _listener(kind)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(InputError) as e, open_scheduler(address):
+            pass
+    finally:
+        stop()
+    assert str(e.value).startswith(NOT_A_SCHEDULER[kind].format(address=address)), e.value
+    if kind == "http.server":
+        assert address in str(e.value)
+    assert time.monotonic() - t0 < CONNECT_TIMEOUT + 5
+
+
+@pytest.mark.parametrize("host, reason", [("no-such-host.invalid", "Name or service not known"),
+                                          ("no..such", "label empty or too long")])
+def test_a_bad_host_name_is_one_line(host, reason):
+    from pipelines.cluster import open_scheduler
+    from terrain.errors import InputError
+    with pytest.raises(InputError, match=f"cannot reach the Dask scheduler at tcp://{host}:8786: "
+                                         f".*{reason}"), open_scheduler(f"tcp://{host}:8786"):
+        pass
+
+
+def test_a_workers_address_is_not_taken_for_the_schedulers():
+    distributed = pytest.importorskip("distributed")
+    import logging
+
+    from pipelines.cluster import open_scheduler
+    from terrain.errors import InputError
+    with distributed.LocalCluster(n_workers=1, processes=False, protocol="tcp",
+                                  dashboard_address=None, silence_logs=logging.CRITICAL) as c:
+        worker = next(iter(c.workers.values())).address
+        with pytest.raises(InputError, match=f"^no Dask scheduler at {worker}: a Dask Worker "
+                                             "answers there$"), open_scheduler(worker):
+            pass
+
+
+def test_an_http_server_as_scheduler_is_one_line_and_writes_nothing(tmp_path):
+    from cli import assert_one_line_error, run_terrain
+    address, stop = _listener("http reply")
+    try:
+        proc = run_terrain("mst", str(SAMPLE), "-o", "m.zarr", "--scheduler", address,
+                           cwd=tmp_path, timeout=120)
+    finally:
+        stop()
+    assert_one_line_error(proc, f"no Dask scheduler at {address}: what answers there does "
+                                "not speak Dask's protocol")
+    assert list(tmp_path.iterdir()) == []
