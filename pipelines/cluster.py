@@ -289,6 +289,8 @@ def _check_scheduler(spec):
     waits for a request line), and it reads another protocol's reply as a frame length (an
     HTTP reply's ``HTTP/1.1``: 3.5e18 bytes, a MemoryError)."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
     from distributed.comm import CommClosedError, connect
     from distributed.security import Security
 
@@ -302,7 +304,11 @@ def _check_scheduler(spec):
             comm.abort()
 
     try:
-        answer = asyncio.run(asyncio.wait_for(identity(), CONNECT_TIMEOUT))
+        # on a thread of its own: a caller's running event loop (a notebook's) refuses
+        # asyncio.run
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(asyncio.run,
+                                 asyncio.wait_for(identity(), CONNECT_TIMEOUT)).result()
     except asyncio.TimeoutError:
         raise InputError(f"no Dask scheduler answered at {spec} within {CONNECT_TIMEOUT} s "
                          "(is it a Dask scheduler's address?)") from None

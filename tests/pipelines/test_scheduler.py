@@ -597,6 +597,26 @@ def test_an_address_where_no_scheduler_answers_is_one_line_within_seconds(kind):
     assert time.monotonic() - t0 < CONNECT_TIMEOUT + 5
 
 
+def test_the_scheduler_check_runs_inside_a_callers_event_loop():
+    """Before: from a coroutine (a notebook's running loop) the check's asyncio.run raised
+    RuntimeError instead of saying what answers at the address."""
+    pytest.importorskip("distributed")
+    import asyncio
+
+    from pipelines.cluster import open_scheduler
+    from terrain.errors import InputError
+    address, stop = _listener("hangs up")
+
+    async def in_a_loop():
+        with pytest.raises(InputError, match="closed the connection"), \
+                open_scheduler(address):
+            pass
+    try:
+        asyncio.run(in_a_loop())
+    finally:
+        stop()
+
+
 @pytest.mark.parametrize("host, reason", [("no-such-host.invalid", "Name or service not known"),
                                           ("no..such", "label empty or too long")])
 def test_a_bad_host_name_is_one_line(host, reason):
