@@ -3,7 +3,7 @@
 Raster operations (:func:`mst`, :func:`cost_distance`, :func:`fill`, :func:`flow`) take a
 DEM as a NumPy array (NaN = nodata); an xarray DataArray (2-D, or one band of
 ``(band, y, x)``; coordinates, grid mapping and ``spatial_ref`` kept, the cell size from its
-transform); a Dask array (computed: these algorithms hold the grid; out of core is the
+transform, CF's ``scale_factor``/``add_offset`` applied as a file's scale and offset); a Dask array (computed: these algorithms hold the grid; out of core is the
 command line's); or a path: a tile store or any grid :func:`terrain.io.open_grid` reads.
 They return xarray objects (:func:`cost_distance`: NumPy arrays unless the input is xarray)
 on the same grid (coordinates and CRS) with the result's summary in the attributes. Graph
@@ -29,7 +29,7 @@ import numpy as np
 from .errors import InputError
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
                         crs_label, crs_wkt, same_crs, warn_degrees)
-from .io.raster import warn_rounded
+from .io.raster import nodata_value, warn_rounded
 
 __all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
            "raster_like", "Georef", "MST_BITS", "CostDistance"]
@@ -179,10 +179,7 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
                              f"(give da.transpose({da.dims[1]!r}, {da.dims[0]!r}))")
         values = da.data.compute() if _is_dask(da.data) else da.values
         _real(values, where)
-        values = _float_values(values, dtype, where)
-        nodata = _nodata_of(da)
-        if nodata is not None and not np.isnan(nodata):
-            values = np.where(values == values.dtype.type(nodata), np.nan, values)
+        values = _float_values(values, dtype, where, _nodata_of(da), *_scale_of(da, where))
         if finite:
             _finite(values, da, where)
         geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, where)
@@ -216,13 +213,21 @@ X_DIMS = ("x", "lon", "longitude")
 Y_DIMS = ("y", "lat", "latitude")
 
 
-def _float_values(given, dtype, where):
+def _float_values(given, dtype, where, nodata=None, scale=1.0, offset=0.0):
     """``given`` as a ``dtype`` array (never the input itself where cells change): a masked
-    array's masked cells NaN (what ``rasterio``'s masked reads give), integers that float32
-    rounds said (:func:`terrain.io.raster.warn_rounded`); beyond float32's range: inf, which
-    the caller refuses."""
+    array's masked cells NaN (what ``rasterio``'s masked reads give), and the cells equal to
+    ``nodata`` among the stored values; the others ``stored * scale + offset`` (a raster
+    read as a file is: :class:`terrain.io.raster.RasterGrid`); integers that float32 rounds
+    said (:func:`terrain.io.raster.warn_rounded`); beyond float32's range: inf, which the
+    caller refuses."""
     mask = np.ma.getmaskarray(given) if isinstance(given, np.ma.MaskedArray) else None
     data = np.asarray(np.ma.getdata(given))
+    stored = nodata_value(data.dtype, nodata) if nodata is not None else None
+    if stored is not None and not np.isnan(stored):
+        mask = data == stored if mask is None else mask | (data == stored)
+    if (scale, offset) != (1.0, 0.0):
+        with np.errstate(over="ignore", invalid="ignore"):  # nodata: NaN below
+            data = data.astype(np.float64) * scale + offset
     with np.errstate(over="ignore"):
         values = np.asarray(data, dtype=dtype)
     if np.dtype(dtype) == np.float32 and data.ndim == 2:
@@ -241,8 +246,11 @@ NODATA_KEYS = ("_FillValue", "missing_value", "fill_value", "nodata")
 
 def _nodata_of(da):
     """The nodata value a DataArray declares (:data:`NODATA_KEYS` in its attributes, then
-    its encoding's ``_FillValue``), or None."""
-    for where, key in (*(("attrs", k) for k in NODATA_KEYS), ("encoding", "_FillValue")):
+    its encoding's ``_FillValue``), or None. An encoding that scaled the values holds a
+    stored value, already masked: not one of the values."""
+    scaled = {"scale_factor", "add_offset"} & set(da.encoding)
+    for where, key in (*(("attrs", k) for k in NODATA_KEYS),
+                       *((("encoding", "_FillValue"),) if not scaled else ())):
         value = getattr(da, where).get(key)
         if value is not None:
             try:
@@ -251,6 +259,23 @@ def _nodata_of(da):
                 raise InputError(f"DataArray {da.name!r}: its {key} {value!r} is no "
                                  "number") from None
     return None
+
+
+def _scale_of(da, where):
+    """``(scale_factor, add_offset)`` of a DataArray whose values are still the stored ones
+    (CF's attributes, as ``rioxarray.open_rasterio`` and xarray leave them unless
+    ``mask_and_scale``; decoded, they are in its ``encoding`` and already applied)."""
+    pair = []
+    for key, default in (("scale_factor", 1.0), ("add_offset", 0.0)):
+        value = da.attrs.get(key, default)
+        try:
+            pair.append(float(np.asarray(value).ravel()[0]))
+        except (TypeError, ValueError, IndexError):
+            raise InputError(f"{where}: its {key} {value!r} is no number") from None
+    if not (np.all(np.isfinite(pair)) and pair[0] != 0):
+        raise InputError(f"{where}: its scale_factor {pair[0]:g} and add_offset {pair[1]:g} "
+                         "give no values")
+    return tuple(pair)
 
 
 def _in_memory(dem, dtype=np.float32, name="dem", finite=None):

@@ -458,3 +458,51 @@ def test_kept_depressions_pits_and_cost_codes_as_xarray_holds_them():
     attrs = ds.backlink.attrs
     assert "codes" not in attrs and attrs["flag_meanings"].split()[:3] == ["source", "E", "SE"]
     assert attrs["flag_values"].tolist()[:3] == [0, 1, 2] and attrs["flag_values"][-1] == 255
+
+
+def test_cf_scale_and_offset_of_a_dataarray_are_applied_once(tmp_path):
+    """An int16 band of decimetres (scale 0.1, offset 50) opened by rioxarray holds the
+    stored integers with ``scale_factor``/``add_offset`` in its attributes: it is read as
+    ``stored × scale + offset`` (nodata found among the stored values), as the file's path
+    is; decoded (``mask_and_scale=True``) it is taken as it is, not scaled twice."""
+    rioxarray = pytest.importorskip("rioxarray")
+    rng = np.random.default_rng(7)
+    stored = rng.integers(0, 2000, (12, 15)).astype(np.int16)
+    stored[4, 5] = -32768
+    path = tmp_path / "dm.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=12, width=15, count=1, dtype="int16",
+                       nodata=-32768, crs="EPSG:32617",
+                       transform=rasterio.Affine.from_gdal(*GT)) as dst:
+        dst.write(stored, 1)
+        dst.scales, dst.offsets = (0.1,), (50.0,)
+    z = (stored * 0.1 + 50).astype(np.float32)
+    z[4, 5] = np.nan
+    want = terrain.fill(z)
+    friction = stored.astype(np.float64) * 0.001 + 0.5
+    friction[4, 5] = np.nan
+    want_cd = terrain.cost_distance(z, [(0, 0)], friction=friction, cellsize=30).distance
+    raw = rioxarray.open_rasterio(path).squeeze("band", drop=True)
+    decoded = rioxarray.open_rasterio(path, mask_and_scale=True).squeeze("band", drop=True)
+    plain = xr.DataArray(stored, dims=("y", "x"),
+                         attrs={"scale_factor": 0.1, "add_offset": 50, "_FillValue": -32768})
+    assert raw.dtype == np.int16 and raw.attrs["scale_factor"] == 0.1
+    assert decoded.encoding["scale_factor"] == 0.1
+    for da in (raw, plain, path):
+        got = terrain.fill(da)
+        assert np.array_equal(got.filled.values, want.filled.values, equal_nan=True), da
+        assert got.attrs["max_depth"] == want.attrs["max_depth"]
+    # xarray decodes in float32 (a last bit may differ); scaled again, 10 times too deep
+    got = terrain.fill(decoded)
+    assert np.allclose(got.filled.values, want.filled.values, rtol=1e-6, equal_nan=True)
+    low = decoded.copy()  # its encoding's _FillValue is a stored value, masked already
+    low.values[0, 0] = -32768
+    assert terrain.fill(low).filled.values[0, 0] == -32768
+    per_100 = raw.copy(data=raw.values)  # a friction of the same band: elevation / 100
+    per_100.attrs.update(scale_factor=0.001, add_offset=0.5)
+    got = terrain.cost_distance(raw, [(0, 0)], friction=per_100).distance.values
+    assert np.allclose(got, want_cd, equal_nan=True, rtol=1e-12)
+    assert np.array_equal(terrain.flow(raw, weights=per_100).accumulation.values,
+                          terrain.flow(z, weights=friction).accumulation.values,
+                          equal_nan=True)
+    with pytest.raises(InputError, match=r"^DataArray: its scale_factor 0 and add_offset 50 "):
+        terrain.fill(plain.assign_attrs(scale_factor=0))
