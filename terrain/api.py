@@ -558,7 +558,8 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         ``distance`` (float64, NaN unreached), ``allocation`` (int32, index of the nearest
         source, -1 unreached), ``backlink`` (uint8, 0 source, ``k + 1`` towards the
         predecessor along arc ``k``, 255 unreached) on the DEM's grid, the summary in
-        ``attrs``: an :class:`xarray.Dataset` for an xarray input, else a
+        ``attrs`` (the cells as ``source_rows`` and ``source_cols``, flat as netCDF's
+        attributes are): an :class:`xarray.Dataset` for an xarray input, else a
         :class:`CostDistance` (xarray is not imported).
 
     Examples
@@ -600,8 +601,9 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
                   cellsize=cs, max_cost=max_cost, stops=stops, backend=backend)
     reached = int(np.count_nonzero(~np.isnan(r.distance)))
+    # cells as a column of rows and one of columns: netCDF's attributes are flat
     summary = {"cost": cost, "connectivity": int(connectivity), "cellsize": list(cs),
-               "sources": [[int(a), int(b)] for a, b in cells], "reached_cells": reached,
+               **_cell_columns("source", cells), "reached_cells": reached,
                "max_distance": float(np.nanmax(r.distance)) if reached else float("nan"),
                "backend": r.stats.get("backend")}
     if max_cost is not None:
@@ -610,12 +612,18 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         summary["start_costs"] = np.broadcast_to(np.asarray(start_costs, np.float64),
                                                  (len(cells),)).tolist()
     if stops is not None:
-        summary["stops"] = [[int(a), int(b)] for a, b in stops]
+        summary.update(_cell_columns("stop", stops))
         if "target_distance" in r.stats:
             summary["stop_distance"] = float(r.stats["target_distance"])
     out = CostDistance(r.distance, r.allocation, r.backlink, summary, layer_attributes(cost),
                        geo)
     return out.to_xarray() if geo.template is not None else out
+
+
+def _cell_columns(what, cells):
+    """``{what}_rows`` and ``{what}_cols`` of ``cells`` ``(row, col)``."""
+    rows, cols = zip(*((int(a), int(b)) for a, b in cells)) if len(cells) else ((), ())
+    return {f"{what}_rows": list(rows), f"{what}_cols": list(cols)}
 
 
 def _flag(value, name):

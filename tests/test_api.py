@@ -137,7 +137,8 @@ def test_cost_distance_on_every_input_kind(tmp_path):
     same(ds)
     assert ds.rio.crs.to_epsg() == 32617 and ds.distance.rio.crs.to_epsg() == 32617
     assert tuple(ds.distance.rio.transform().to_gdal()) == GT
-    assert np.array_equal(ds.x.values, arr.x.values) and ds.attrs["sources"][1] == [2, 30]
+    assert np.array_equal(ds.x.values, arr.x.values) and ds.attrs["source_rows"][1] == 2
+    assert ds.attrs["source_cols"][1] == 30
     same(terrain.cost_distance(path, [(20, 20), (2, 30)], friction=fpath, **kw))
     store = ingest(path, tmp_path / "dem.zarr", tile=16, scheduler="threads")
     from_store = terrain.cost_distance(store.path, [(20, 20)], points=[(x, y)], friction=fpath,
@@ -243,7 +244,8 @@ def test_dataarray_georeference_in_attributes():
                                                  "crs": "EPSG:32633"})
     assert terrain.flow(X, backend="cpu").attrs["cellsize"] == [30.0, 20.0]
     r = terrain.cost_distance(X, points=[(1045, 4975)], backend="cpu")
-    assert r.attrs["sources"] == [[1, 1]] and r.attrs["cellsize"] == [30.0, 20.0]
+    assert (r.attrs["source_rows"], r.attrs["source_cols"]) == ([1], [1])
+    assert r.attrs["cellsize"] == [30.0, 20.0]
     X = X.copy()  # not the accessor rioxarray (where imported) cached on the first
     X.attrs["crs"] = "EPSG:4326"
     with pytest.raises(InputError, match="^DataArray: weight 'slope' needs cell sizes"):
@@ -506,3 +508,43 @@ def test_cf_scale_and_offset_of_a_dataarray_are_applied_once(tmp_path):
                           equal_nan=True)
     with pytest.raises(InputError, match=r"^DataArray: its scale_factor 0 and add_offset 50 "):
         terrain.fill(plain.assign_attrs(scale_factor=0))
+
+
+_ENGINES = [e for e, module in (("netcdf4", "netCDF4"), ("h5netcdf", "h5netcdf"),
+                                ("scipy", "scipy")) if __import__("importlib.util").util
+            .find_spec(module)]
+
+
+@pytest.mark.parametrize("engine", _ENGINES)
+def test_every_result_round_trips_through_netcdf(tmp_path, engine):
+    """Every raster result writes with ``to_netcdf`` and reads back with its values and
+    attributes (cost distance's sources were nested lists, which netCDF refuses). netCDF3
+    (the scipy engine) has no unsigned bytes: xarray refuses a uint8 layer holding 128 or
+    more (flow codes, backlinks) there, so those layers go to netCDF4 only."""
+    z = dem(6, (12, 15))
+    da = _xr_raster(z)
+    results = {"mst": terrain.mst(da).to_dataset(), "fill": terrain.fill(da),
+               "kept": terrain.fill(da, min_depth=1, hierarchy=True),
+               "flow": terrain.flow(da, outlets=[(0, 0)]),
+               "cost": terrain.cost_distance(da, [(0, 0), (11, 14)], start_costs=[0, 1],
+                                             stops=[(2, 9)], max_cost=1e9),
+               "cost_numpy": terrain.cost_distance(z, [(3, 4)]).to_xarray()}
+    assert results["cost"].attrs["source_rows"] == [0, 11]
+    assert results["cost"].attrs["source_cols"] == [0, 14]
+    for name, ds in results.items():
+        if engine == "scipy":
+            ds = ds.drop_vars([k for k, v in ds.data_vars.items()
+                               if v.dtype == np.uint8 and int(v.max()) >= 128])
+        path = tmp_path / f"{name}.nc"
+        ds.to_netcdf(path, engine=engine)
+        with xr.open_dataset(path, engine=engine, mask_and_scale=False) as back:
+            assert set(back.data_vars) == set(ds.data_vars), name
+            for key, value in ds.attrs.items():
+                got = back.attrs[key]
+                assert (got == value if isinstance(value, str) else np.array_equal(
+                    np.atleast_1d(got), np.atleast_1d(value), equal_nan=True)), (name, key)
+            for k, v in ds.data_vars.items():
+                assert np.array_equal(back[k].values, v.values, equal_nan=True), (name, k)
+                fill = v.attrs.get("_FillValue")
+                if fill is not None:
+                    assert np.array_equal(back[k].attrs["_FillValue"], fill, equal_nan=True)
