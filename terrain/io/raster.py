@@ -230,6 +230,9 @@ def open_raster(path, band=None):
             if not 1 <= band <= src.count:
                 raise InputError(f"{path}: band {band} does not exist (the raster has "
                                  f"{src.count} band{'s' if src.count > 1 else ''})")
+            if "complex" in src.dtypes[band - 1]:  # NumPy would drop the imaginary parts
+                raise InputError(f"{path}: band {band} holds complex numbers "
+                                 f"({src.dtypes[band - 1]}): elevations are real numbers")
             gt = tuple(float(v) for v in src.transform.to_gdal())
             if not (src.transform.is_identity and src.crs is None):  # else not georeferenced
                 check_north_up(gt, path)
