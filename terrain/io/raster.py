@@ -190,6 +190,25 @@ def _quiet_unreferenced(rasterio):
         _QUIET.append(True)
 
 
+def _georeference(src, path):
+    """``(geotransform, crs WKT or None)`` of an open raster. GDAL gives a raster without a
+    geotransform the identity, whose rows run "north" (a south-up grid): it is read instead
+    as an ASCII grid with its lower-left corner at (0, 0) and cells of 1 is, north-up, no
+    CRS, and warned. A raster placed only by ground control points or RPCs is refused: its
+    cells lie on no grid until warped."""
+    if not src.transform.is_identity:
+        gt = tuple(float(v) for v in src.transform.to_gdal())
+        check_north_up(gt, path)
+        return gt, src.crs.to_wkt() if src.crs else None
+    if src.gcps[0] or src.rpcs:
+        how = "ground control points (GCPs)" if src.gcps[0] else "RPCs"
+        raise InputError(f"{path}: georeferenced only by {how}: warp it onto a grid first "
+                         f"(gdalwarp -t_srs EPSG:xxxx {path.name} warped.tif)")
+    warn(f"{path}: not georeferenced (no geotransform): read as a grid of cells of 1, its "
+         "lower-left corner at (0, 0), without a CRS")
+    return (0.0, 1.0, 0.0, float(src.height), 0.0, -1.0), None
+
+
 def open_raster(path, band=None):
     """Open a raster with rasterio and describe it (no pixels are read).
 
@@ -233,10 +252,7 @@ def open_raster(path, band=None):
             if "complex" in src.dtypes[band - 1]:  # NumPy would drop the imaginary parts
                 raise InputError(f"{path}: band {band} holds complex numbers "
                                  f"({src.dtypes[band - 1]}): elevations are real numbers")
-            gt = tuple(float(v) for v in src.transform.to_gdal())
-            if not (src.transform.is_identity and src.crs is None):  # else not georeferenced
-                check_north_up(gt, path)
-            crs = src.crs.to_wkt() if src.crs else None
+            gt, crs = _georeference(src, path)
             header = {"driver": src.driver, "dtype": src.dtypes[band - 1], "count": src.count,
                       "band": band, "description": src.descriptions[band - 1],
                       "width": src.width, "height": src.height, "tags": dict(src.tags())}
