@@ -26,12 +26,24 @@ from ..errors import InputError, warn
 __all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
            "write_georeference", "mark_raster", "finish_store", "fill_value_attr",
            "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS",
-           "UNREFERENCED"]
+           "UNREFERENCED", "is_unreferenced"]
 
 GRID_MAPPING = "spatial_ref"
 
 #: GDAL's geotransform of a raster without a georeference (its rows "run north")
 UNREFERENCED = (0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def is_unreferenced(geotransform, rows, crs=None):
+    """Whether a grid of ``rows`` rows has no georeference: no CRS and GDAL's identity
+    geotransform, or the grid of cells of 1 with its lower-left corner at (0, 0) that a
+    raster without a geotransform is read as (:mod:`terrain.io.raster`).
+
+    >>> is_unreferenced((0, 1, 0, 30, 0, -1), 30), is_unreferenced((0, 1, 0, 30, 0, -1), 20)
+    (True, False)
+    """
+    gt = tuple(float(v) for v in geotransform)
+    return not crs and gt in (UNREFERENCED, (0.0, 1.0, 0.0, float(rows), 0.0, -1.0))
 RASTER_DIMS = ("y", "x")
 
 

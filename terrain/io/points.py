@@ -392,13 +392,14 @@ def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, pat
     another CRS than the grid's (``crs``, ``grid_crs``), or without a georeference where the
     grid has one, is refused: its cells' centres would be taken in the grid's CRS.
     """
-    from .georef import UNREFERENCED, crs_label, same_crs
+    from .georef import crs_label, is_unreferenced, same_crs
     if not same_crs(crs, grid_crs):
         raise InputError(f"{path}: its CRS {crs_label(crs)} is not the DEM's "
                          f"{crs_label(grid_crs)}: reproject it first (gdalwarp -t_srs), or give "
                          f"the {what}s as points, which are reprojected")
     gt = tuple(float(v) for v in geotransform)
-    if gt == UNREFERENCED and not crs and tuple(grid_geotransform) != UNREFERENCED:
+    if is_unreferenced(gt, np.shape(values)[0], crs) \
+            and not is_unreferenced(grid_geotransform, grid_shape[0], grid_crs):
         raise InputError(f"{path}: has no georeference, where the DEM has one: give it the "
                          f"DEM's (gdal_translate -a_ullr ... -a_srs ...), or give the {what}s "
                          "as cells or points")

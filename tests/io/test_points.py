@@ -270,6 +270,28 @@ def test_a_sources_raster_in_another_crs_or_unreferenced_is_refused():
     assert raster_source_cells(a, unreferenced, unreferenced, a.shape) == [(3, 6)]
 
 
+def test_an_outlets_picture_without_a_georeference_is_named_so(tmp_path):
+    """A raster without a geotransform is read as cells of 1 from (0, 0), north-up: beside a
+    georeferenced DEM it was refused as a cell outside the raster, not as unreferenced."""
+    import numpy as np
+    import rasterio
+
+    from terrain.io import open_raster
+    from terrain.io.points import raster_source_cells
+    a = np.zeros((30, 40), np.uint8)
+    a[3, 6] = 1
+    pic = tmp_path / "p.tif"
+    with rasterio.open(pic, "w", driver="GTiff", width=40, height=30, count=1,
+                       dtype="uint8") as dst:
+        dst.write(a, 1)
+    with pytest.warns(UserWarning, match="not georeferenced"):
+        grid = open_raster(pic)
+    gt = (500000.0, 10.0, 0.0, 4003000.0, 0.0, -10.0)
+    with pytest.raises(InputError, match=r"p\.tif: has no georeference, where the DEM has one"):
+        raster_source_cells(a, grid.geotransform, gt, a.shape, str(pic), what="outlet",
+                            crs=grid.crs, grid_crs="EPSG:32617")
+
+
 # ------------------------------------------------------------------ points on cell edges
 # The oracle is rasterio's rowcol (what DatasetReader.index gives): a point maps to the cell
 # rasterio gives it, edges included, where (x - x0) / dx rounds to the other side.
