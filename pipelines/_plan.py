@@ -68,18 +68,7 @@ def open_header(inp, tile=512, stores=True):
     check_tile_count(tile, shape, inp)  # what the run would refuse, a dry run refuses
     return {"shape": shape, "tile": int(tile), "tiles_per_shard": tiles_per_shard(tile, shape),
             "cellsize": grid.cellsize, "geotransform": list(grid.geotransform), "crs": grid.crs,
-            "units": band_units(grid), "from_store": False}
-
-
-def band_units(grid):
-    """The unit of the band a GDAL raster's ``grid`` reads (GDAL's unit type: "m", "ft");
-    None where it has none (ESRI/GRASS text grids never do)."""
-    from terrain.io import AsciiGrid
-    if isinstance(grid, AsciiGrid):
-        return None
-    import rasterio
-    with rasterio.open(grid.path) as src:
-        return src.units[grid.band - 1] or None
+            "units": getattr(grid, "units", None), "from_store": False}
 
 
 def check_same_grid(path, shape, geotransform, what, crs=None):

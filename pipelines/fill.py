@@ -155,7 +155,10 @@ def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
         arr = create_layer(group, name, dtype, fill, tile, shape,
                            compressors=layer_compressors("allocation" if dtype == "int32"
                                                          else "distance"),
-                           attrs={"meaning": meaning})
+                           attrs={"meaning": meaning,
+                                  # levels and depths in the elevations' unit
+                                  **({"units": geo["units"]} if dtype == "float32"
+                                     and geo.get("units") else {})})
         # a lake id of 0 is a value (no lake), not missing data: xarray would read the
         # ids as float64 with NaN for every cell outside a lake
         mark_raster(arr, nodata=None if dtype == "int32" else fill)
@@ -439,7 +442,8 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
     dem = open_group(dem_path, mode="r")
     gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
-    geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path)}
+    geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path),
+           "units": dem["elevation"].attrs.get("units")}
     if fill_route(shape, be, in_core) == "in-core":
         from terrain.grid.cost_outputs import read_layer
         outlets = None if outlets_layer is None else read_layer(out_path, outlets_layer)
@@ -498,7 +502,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         store = open_store(inp)
         shape, tile = store.shape, store.tile
         geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp if is_remote(inp) else inp.resolve())}
+               "source": str(inp if is_remote(inp) else inp.resolve()),
+               "units": store.elevation.attrs.get("units")}
         shard = store.tiles_per_shard
     else:
         from terrain.io import open_grid
@@ -507,7 +512,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         grid = open_grid(inp)
         shape = grid.shape
         geo = {"geotransform": list(grid.geotransform), "crs": grid.crs,
-               "source": str(inp.resolve())}
+               "source": str(inp.resolve()), "units": getattr(grid, "units", None)}
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
     cells = None if outlets is None else named_outlets(outlets, geo["geotransform"], shape,

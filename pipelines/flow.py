@@ -150,10 +150,11 @@ def _compressors(name, tiled=False):
     return (codec("blosc", cname=cname, clevel=level, shuffle=shuffle),)
 
 
-def _create(out_path, name, tile, shape, tiled=False):
+def _create(out_path, name, tile, shape, tiled=False, units=None):
     dtype, fill, _, meaning = FLOW_LAYERS[name]
     arr = create_layer(out_path, name, dtype, fill, tile, shape,
-                       compressors=_compressors(name, tiled), attrs={"meaning": meaning})
+                       compressors=_compressors(name, tiled),
+                       attrs={"meaning": meaning, **({"units": units} if units else {})})
     mark_raster(arr, nodata=fill)  # every layer's fill is its nodata (255 for the codes)
     return arr
 
@@ -283,9 +284,12 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             if linked:
                 link_layer(inp, tmp, "filled")
             there = set(open_group(tmp, mode="r").array_keys()) if reused else ()
+            # the filled DEM in the elevations' unit
+            units = open_group(dem_path, mode="r")[dem_layer].attrs.get("units")
             for name in ("direction", "accumulation") if linked else FLOW_LAYERS:
                 if name not in there:  # a resumed run's are kept
-                    _create(tmp, name, tile, shape, tiled=chosen == "tiled")
+                    _create(tmp, name, tile, shape, tiled=chosen == "tiled",
+                            units=units if name == "filled" else None)
             out_layer = None
             if cells is not None:
                 write_outlets(tmp, cells, shape, tile, side)

@@ -57,7 +57,7 @@ def create_elevation(store_path, grid, tile, compressors=None):
     store = create_store(store_path, grid.shape, tile, geotransform=grid.geotransform,
                          crs=grid.crs, nodata=grid.nodata, source=grid.path.name,
                          header=grid.header, compressors=compressors,
-                         units=_plans.band_units(grid))
+                         units=getattr(grid, "units", None))
     kind = (f"{grid.dialect}-ascii" if isinstance(grid, AsciiGrid)
             else f"gdal-{grid.header.get('driver', '?').lower()}")
     store.group.attrs.update({"source_format": kind})

@@ -48,6 +48,9 @@ class RasterGrid(Grid):
     #: an infinite value refused (elevations); False where it means something (a friction's
     #: +inf: an impassable cell)
     finite: bool = True
+    #: the values' unit where the band names one (GDAL's unit type: "m", "ft"; ESRI and GRASS
+    #: text grids never do)
+    units: object = None
 
     def read_rows(self, r0, r1, starts=None, out=None):
         """Rows ``r0:r1`` of :attr:`band` as float32, nodata cells NaN (``starts`` is ignored),
@@ -266,6 +269,6 @@ def open_raster(path, band=None):
                 header.update(scale=scale, offset=offset)
             return RasterGrid(path=path, shape=(src.height, src.width), geotransform=gt,
                               nodata=nodata, crs=crs, header=header, band=band, scale=scale,
-                              offset=offset)
+                              offset=offset, units=src.units[band - 1] or None)
     except rasterio.errors.RasterioIOError:
         raise InputError(f"{path}: not a grid terrain or GDAL can read") from None

@@ -320,3 +320,35 @@ def test_units_are_the_source_bands_or_absent(tmp_path, capsys, cost, unit):
                           "1 2 3\n4 5 6\n")
     assert run_main(capsys, "ingest", ascii_path, "-o", tmp_path / "a.zarr")[0] == 0
     assert "units" not in zarr.open_group(str(tmp_path / "a.zarr"), mode="r")["elevation"].attrs
+
+
+@pytest.mark.parametrize("route", ["in-core", "tiled"])
+def test_filled_and_depth_are_in_the_elevations_unit(tmp_path, capsys, route):
+    """fill's ``filled`` and ``depth`` and flow's ``filled`` carry the DEM band's unit, in the
+    store and as GDAL's unit type of their GeoTIFFs (they had none); codes, ids and counts
+    have none."""
+    import zarr
+    path = tmp_path / "dem.tif"
+    z = np.random.default_rng(3).random((40, 30)).astype(np.float32) * 50
+    with rasterio.open(path, "w", driver="GTiff", height=40, width=30, count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.Affine(30, 0, 500000, 0, -30, 4000000)) as dst:
+        dst.write(z, 1)
+        dst.set_band_unit(1, "m")
+    for command, layers in (("fill", ("filled", "depth", "depression")),
+                            ("flow", ("filled", "direction", "accumulation"))):
+        out, tifs = tmp_path / f"{command}.zarr", tmp_path / f"{command}-t"
+        rc, _, err = run_main(capsys, command, path, "-o", out, "--route", route,
+                              "--backend", "cpu", "--geotiff-dir", tifs)
+        assert rc == 0, err
+        g = zarr.open_group(str(out), mode="r")
+        for name in layers:
+            want = "m" if name in ("filled", "depth") else None
+            assert g[name].attrs.get("units") == want, (command, name)
+            with rasterio.open(tifs / f"{name}.tif") as src:
+                assert src.units == (want,), (command, name)
+    # the flow of the fill's store: its filled layer linked, with the unit
+    rc, _, err = run_main(capsys, "flow", tmp_path / "fill.zarr", "-o", tmp_path / "w.zarr",
+                          "--route", route, "--backend", "cpu")
+    assert rc == 0, err
+    assert zarr.open_group(str(tmp_path / "w.zarr"), mode="r")["filled"].attrs["units"] == "m"
