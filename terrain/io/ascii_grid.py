@@ -394,12 +394,15 @@ def open_ascii_grid(path):
         shape, gt, nodata = _esri_georef(path, keys, data_line)
     if nodata is not None and math.isnan(nodata):  # what GDAL reads: NaN cells are nodata,
         nodata = None                              # as they are without one
+    crs, divisor = _prj_crs(path)
+    if divisor != 1:  # as GDAL does
+        gt = tuple(v / divisor for v in gt)
     size_key = ("east" if grass else "dx" if "dx" in keys else "cellsize")
     check_geometry(gt, shape, f"{path}:{keys[size_key][1]}")
     _check_size_fits(path, keys, shape, size - data_offset, grass)
     header = {k: v for k, (v, _) in keys.items()}
     return AsciiGrid(path=path, dialect="grass" if grass else "esri", shape=shape,
-                     geotransform=gt, nodata=nodata, crs=_prj_crs(path), header=header,
+                     geotransform=gt, nodata=nodata, crs=crs, header=header,
                      data_offset=data_offset, data_line=data_line, size=size)
 
 
@@ -598,13 +601,36 @@ def _grass_georef(path, keys, data_line):
 
 
 def _prj_crs(path):
-    """WKT of a ``.prj`` beside the grid (as GDAL reads it), or None."""
-    prj = path.with_suffix(".prj")
-    if not prj.is_file():
-        return None
+    """``(WKT, divisor)`` of a ``.prj`` (else ``.PRJ``) beside the grid, as GDAL reads it, or
+    ``(None, 1)``; GDAL divides the georeference of a grid in geographic seconds (``Units DS``)
+    by ``divisor`` 3600."""
+    prj = next((p for p in (path.with_suffix(".prj"), path.with_suffix(".PRJ")) if p.is_file()),
+               None)
+    if prj is None:
+        return None, 1
+    from rasterio.crs import CRS
     try:
-        from rasterio.crs import CRS
-        text = prj.read_text(errors="replace").strip()
-        return CRS.from_user_input(text).to_wkt()
-    except Exception:  # an unreadable .prj only loses the CRS, as in GDAL
-        return None
+        return CRS.from_user_input(prj.read_text(errors="replace").strip()).to_wkt(), 1
+    except Exception:  # not WKT, EPSG or PROJ: GDAL's ESRI reader may know it (old style)
+        return _esri_prj_crs(prj)
+
+
+def _esri_prj_crs(prj):
+    """:func:`_prj_crs` of a ``.prj`` that only GDAL's ESRI reader takes (the old style's
+    ``Projection GEOGRAPHIC`` / ``Units DD`` lines): read by GDAL beside a one-cell grid (GDAL
+    scans a whole grid to type it, and rasterio has no other route to that reader)."""
+    import shutil
+    import tempfile
+
+    import rasterio
+
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "probe.asc"
+        probe.write_text("ncols 1\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n0\n")
+        try:
+            shutil.copyfile(prj, probe.with_suffix(".prj"))
+            with rasterio.open(probe) as src:
+                crs, cell = src.crs, src.transform.a
+        except Exception:  # an unreadable .prj only loses the CRS, as in GDAL
+            return None, 1
+    return (None, 1) if crs is None else (crs.to_wkt(), round(1 / cell))
