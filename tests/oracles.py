@@ -154,12 +154,17 @@ def ref_kruskal(z, conn=8, weight="max", cellsize=(1.0, 1.0)):
 
 def parse_oracle(tokens, nodata=None, star=False):
     """float32 of each token as GDAL reads it: the correctly rounded double (Python's
-    ``float``), saturated at +-FLT_MAX, cast; nodata (and GRASS ``*``) as NaN."""
+    ``float``), saturated at +-FLT_MAX, cast; nodata (and GRASS ``*``) as NaN: an integer
+    equal to it, another number whose float32 is its float32."""
     def one(t):
         if star and t == "*":
             return np.float32(np.nan)
         v = np.float32(min(max(float(t), -_FLT_MAX), _FLT_MAX))
-        return np.float32(np.nan) if nodata is not None and v == np.float32(nodata) else v
+        if nodata is None:
+            return v
+        if not any(c in t for c in ".eE"):  # GDAL's Int32 grid: the integer itself
+            return np.float32(np.nan) if int(t) == nodata else v
+        return np.float32(np.nan) if v == np.float32(nodata) else v
     return np.array([[one(t) for t in row] for row in tokens], dtype=np.float32)
 
 

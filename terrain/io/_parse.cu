@@ -16,6 +16,9 @@
 //                   with a correctly rounded parse, as on the CPU); a token that is not a
 //                   number (nor GRASS '*') lowers *first_bad to its index, and the host then
 //                   re-parses on the CPU to raise the CPU's error message.
+//                   Nodata as on the CPU: an integer token equal to it, another number whose
+//                   float32 is its float32; an integer float32 rounds (beyond
+//                   2^24) lowers *first_rounded to its index, for the host's warning.
 // The host checks the row structure (ncols tokens per line, nrows lines) from the two offset
 // lists before the token index k is taken as cell k.
 
@@ -84,9 +87,9 @@ __device__ __forceinline__ bool is_nan_token(const unsigned char* t, long long l
 
 extern "C" __global__ void parse_tokens(const unsigned char* __restrict__ buf,
                                         const long long* __restrict__ starts, long long n_tokens,
-                                        float* __restrict__ out, float nodata, int has_nodata,
+                                        float* __restrict__ out, double nodata, int has_nodata,
                                         int star_is_nodata, unsigned long long* n_slow,
-                                        long long* first_bad) {
+                                        long long* first_bad, long long* first_rounded) {
     long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n_tokens) return;
     long long p = starts[k];
@@ -119,8 +122,10 @@ extern "C" __global__ void parse_tokens(const unsigned char* __restrict__ buf,
         ++p;
     }
     bool ok = n_digits > 0;
+    bool integral = point == 0;  // no point, no exponent: an Int32 cell for GDAL
     if (ok && (buf[p] == 101 || buf[p] == 69)) {  // 'e' 'E'
         ++p;
+        integral = false;
         bool eneg = false;
         if (buf[p] == 45 || buf[p] == 43) {
             eneg = buf[p] == 45;
@@ -164,5 +169,13 @@ extern "C" __global__ void parse_tokens(const unsigned char* __restrict__ buf,
         if (neg) v = -v;
     }
     float f = __double2float_rn(v);
-    out[k] = (has_nodata && f == nodata) ? __int_as_float((int)NAN_BITS) : f;
+    // an integer is nodata when it is the nodata (GDAL reads a grid of integers as Int32),
+    // another number when its float32 is the float32 nodata
+    if (has_nodata && (integral ? v == nodata
+                                : f == __double2float_rn(nodata))) {
+        out[k] = __int_as_float((int)NAN_BITS);
+        return;
+    }
+    if (integral && (double)f != v) atomicMin(first_rounded, k);
+    out[k] = f;
 }

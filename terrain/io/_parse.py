@@ -8,8 +8,8 @@ in-place bytes-to-float parser) and run without the GIL; ``_parse.cu`` is the GP
 >>> import numpy as np
 >>> text = np.frombuffer(b"1.5 -2 -9999\\n3e2 * 7\\n", dtype=np.uint8)
 >>> out = np.empty((2, 3), dtype=np.float32)
->>> status, row, count, t0, t1, n_slow, stats = parse_rows(
-...     text, np.array([0, 13, 21]), 3, out, np.float32(-9999), True, True)
+>>> status, row, count, t0, t1, n_slow, rounded, stats = parse_rows(
+...     text, np.array([0, 13, 21]), 3, out, -9999.0, True, True)
 >>> status == PARSE_OK, out.tolist()
 (True, [[1.5, -2.0, nan], [300.0, nan, 7.0]])
 >>> stats, nan_min_max(out)
@@ -65,7 +65,7 @@ def _bytes_array(buf, who):
 
 
 _SIGNATURES = {
-    "terrain_parse_rows": (ctypes.c_int, [_vp, _vp, _i64, _i64, _vp, _i64, ctypes.c_float,
+    "terrain_parse_rows": (ctypes.c_int, [_vp, _vp, _i64, _i64, _vp, _i64, ctypes.c_double,
                                           ctypes.c_int, ctypes.c_int, _vp, _vp]),
     "terrain_newlines": (_i64, [_vp, _i64, _i64, _vp, _i64]),
     "terrain_nan_min_max": (None, [_vp, _i64, _i64, _i64, _vp, _vp, _vp]),
@@ -90,14 +90,16 @@ def parse_rows(buf, starts, ncols, out, nodata, has_nodata, star_is_nodata):
     ncols : int
     out : float32 array (rows, ncols)
         Rows may be strided; NaN for nodata; slow-path cells hold :data:`SLOW_BITS`.
-    nodata : float32
+    nodata : float
+        An integer token equal to it is nodata, another number whose float32 is its float32.
     has_nodata, star_is_nodata : bool
 
     Returns
     -------
-    (status, row, count, token_start, token_end, n_slow, stats)
+    (status, row, count, token_start, token_end, n_slow, rounded, stats)
         ``status`` is PARSE_OK, PARSE_BAD_TOKEN (row, column in ``count``, the token's span)
-        or PARSE_ROW_LENGTH (row, its value count); ``stats``: :func:`nan_min_max` of
+        or PARSE_ROW_LENGTH (row, its value count); ``rounded``: ``(row, column)`` of the
+        first integer that float32 rounds, or None; ``stats``: :func:`nan_min_max` of
         ``out``, counted during the parse (valid when OK and ``n_slow`` is 0).
     """
     lib = load_library()
@@ -111,18 +113,20 @@ def parse_rows(buf, starts, ncols, out, nodata, has_nodata, star_is_nodata):
     if not out.flags.writeable:
         raise ValueError("parse_rows: out is read-only")
     if n_rows <= 0:
-        return PARSE_OK, 0, 0, 0, 0, 0, (0, np.inf, -np.inf)
+        return PARSE_OK, 0, 0, 0, 0, 0, None, (0, np.inf, -np.inf)
     if starts[0] < 0 or starts[-1] > buf.size or (n_rows > 1 and (np.diff(starts) < 0).any()):
         raise ValueError("parse_rows: starts must be non-decreasing offsets inside buf")
-    result = np.zeros(6, dtype=np.int64)
+    result = np.zeros(7, dtype=np.int64)
     minmax = np.zeros(2, dtype=np.float64)
     status = lib.terrain_parse_rows(_ptr(buf), _ptr(starts), n_rows, ncols, _ptr(out),
                                     out.strides[0] // 4, float(nodata), bool(has_nodata),
                                     bool(star_is_nodata), _ptr(result), _ptr(minmax))
     if status < 0:
         raise MemoryError("parse_rows: no memory for a copy of the last row")
-    row, count, t0, t1, n_slow, n_nan = (int(v) for v in result)
-    return status, row, count, t0, t1, n_slow, (n_nan, float(minmax[0]), float(minmax[1]))
+    row, count, t0, t1, n_slow, n_nan, rounded = (int(v) for v in result)
+    rounded = divmod(rounded, ncols) if rounded >= 0 else None
+    return (status, row, count, t0, t1, n_slow, rounded,
+            (n_nan, float(minmax[0]), float(minmax[1])))
 
 
 def nan_min_max(z):

@@ -127,50 +127,60 @@ def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
     if n_tok:
         flat = out.reshape(-1)[first_row * cols: first_row * cols + n_tok]
         n_slow = cp.zeros(1, cp.uint64)
-        first_bad = cp.full(1, _NO_BAD, cp.int64)
-        nodata = np.float32(grid.nodata if grid.nodata is not None else 0.0)
+        first_bad = cp.full(2, _NO_BAD, cp.int64)  # a bad token, an integer float32 rounds
+        nodata = np.float64(grid.nodata if grid.nodata is not None else 0.0)
         mod.get_function("parse_tokens")(
             (-(-n_tok // _BLOCK),), (_BLOCK,),
             (text, starts, np.int64(n_tok), flat, nodata, np.int32(grid.nodata is not None),
-             np.int32(grid.dialect == "grass"), n_slow, first_bad))
-        if int(first_bad.get()[0]) != _NO_BAD:
+             np.int32(grid.dialect == "grass"), n_slow, first_bad, first_bad[1:]))
+        bad, rounded = (int(v) for v in first_bad.get())
+        if bad != _NO_BAD:
             return None
-        if int(n_slow.get()[0]) and not _finish_slow(grid, cp, flat, starts, base):
+        if rounded != _NO_BAD:
+            row, col = divmod(first_row * cols + rounded, cols)
+            grid.warn_rounded(row, col, _token_at(grid, int(starts[rounded].get()) + base))
+        if int(n_slow.get()[0]) and not _finish_slow(grid, cp, flat, starts, base, first_row):
             return None
     times["parse"] = times.get("parse", 0.0) + time.perf_counter() - t2
     return n_lines_piece
 
 
-def _finish_slow(grid, cp, flat, starts, base):
-    """Cells marked SLOW_BITS finished as ``AsciiGrid._fix_slow`` does; False when a value
-    is beyond float32 (the CPU parser then says where)."""
+def _finish_slow(grid, cp, flat, starts, base, first_row):
+    """Cells marked SLOW_BITS finished by ``AsciiGrid.slow_value``, as on the CPU; False
+    when a value is beyond float32 (the CPU parser then says where)."""
     from ..errors import InputError
     from ._parse import SLOW_BITS
-    from .ascii_grid import float32_value
 
     idx = cp.flatnonzero(flat.view(cp.uint32) == SLOW_BITS)
     offsets = (starts[idx] + base).get()
     values = np.empty(len(offsets), np.float32)
-    nodata = np.float32(grid.nodata) if grid.nodata is not None else None
+    cols = grid.shape[1]
     fd = os.open(grid.path, os.O_RDONLY)
     try:
-        for i, off in enumerate(offsets):
-            want = 512
-            while True:  # a token longer than ``want`` bytes: read more
-                piece = os.pread(fd, want, int(off))
-                token = piece.split(None, 1)[0]
-                if len(token) < len(piece) or len(piece) < want:
-                    break
-                want *= 2
+        for i, (k, off) in enumerate(zip(idx.get().tolist(), offsets)):
             try:
-                v = float32_value(token, str(grid.path))
+                values[i] = grid.slow_value(_token_at(grid, int(off), fd),
+                                            *divmod(first_row * cols + k, cols))
             except InputError:
                 return False
-            values[i] = np.nan if nodata is not None and v == nodata else v
     finally:
         os.close(fd)
     flat[idx] = cp.asarray(values)
     return True
+
+
+def _token_at(grid, offset, fd=None):
+    """The token (bytes) at file offset ``offset`` of the grid (``fd``: the file, open)."""
+    if fd is None:
+        with open(grid.path, "rb") as f:
+            return _token_at(grid, offset, f.fileno())
+    want = 512
+    while True:  # a token longer than ``want`` bytes: read more
+        piece = os.pread(fd, want, offset)
+        token = piece.split(None, 1)[0]
+        if len(token) < len(piece) or len(piece) < want:
+            return token
+        want *= 2
 
 
 def _prefetch(path, a, b):

@@ -187,14 +187,17 @@ class AsciiGrid(Grid):
         """Parse rows ``r0...`` of ``text`` (spans ``local``) into ``out``; their stats."""
         from ._parse import PARSE_OK, nan_min_max, parse_rows
 
-        nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
-        has_nodata = self.nodata is not None
-        status, row, count, t0, t1, n_slow, stats = parse_rows(
-            text, local, self.shape[1], out, nodata, has_nodata, self.dialect == "grass")
+        nodata = self.nodata if self.nodata is not None else 0.0
+        status, row, count, t0, t1, n_slow, rounded, stats = parse_rows(
+            text, local, self.shape[1], out, nodata, self.nodata is not None,
+            self.dialect == "grass")
         if status != PARSE_OK:
             self._raise_parse_error(status, r0 + row, count, text[t0:t1])
+        if rounded is not None:
+            r, c = rounded
+            self.warn_rounded(r0 + r, c, bytes(text[local[r]:local[r + 1]]).split()[c])
         if n_slow:
-            self._fix_slow(text, local, out, r0, nodata, has_nodata)
+            self._fix_slow(text, local, out, r0)
             stats = nan_min_max(out)
         return stats
 
@@ -282,7 +285,7 @@ class AsciiGrid(Grid):
                 if not f.cancelled():
                     f.exception()
 
-    def _fix_slow(self, text, local, out, r0, nodata, has_nodata):
+    def _fix_slow(self, text, local, out, r0):
         """Exact values (Python's correctly rounded ``float``) for cells the kernel marked as
         beyond its fast path; a value beyond float32 is refused with its line."""
         from ._parse import SLOW_BITS
@@ -291,9 +294,33 @@ class AsciiGrid(Grid):
         for r in np.flatnonzero(marked.any(axis=1)):
             tokens = bytes(text[local[r]: local[r + 1]]).split()
             for c in np.flatnonzero(marked[r]):
-                v = float32_value(tokens[c], f"{self.path}:{self.data_line + r0 + r}",
-                                  f"(row {r0 + r + 1}, column {c + 1})")
-                out[r, c] = np.nan if has_nodata and v == nodata else v
+                out[r, c] = self.slow_value(tokens[c], r0 + r, c)
+
+    def slow_value(self, token, row, col):
+        """The float32 of a token beyond the kernels' fast path (NaN when nodata, by their
+        rule: an integer equal to the nodata, another number whose float32 is its float32),
+        as they give it; :class:`InputError` beyond float32."""
+        f = float32_value(token, f"{self.path}:{self.data_line + row}",
+                          f"(row {row + 1}, column {col + 1})")
+        integral = not any(c in token for c in b".eE")
+        if self.nodata is not None and (int(token) == self.nodata if integral
+                                        else f == np.float32(self.nodata)):
+            return np.float32(np.nan)
+        if integral and int(f) != int(token):
+            self.warn_rounded(row, col, token)
+        return f
+
+    def warn_rounded(self, row, col, token):
+        """:func:`~terrain.io.raster.warn_rounded`, once a file, for the integer ``token`` of
+        cell ``(row, col)``, which float32 rounds (GDAL reads a grid of integers as Int32)."""
+        from .raster import warn_rounded
+
+        v = int(token)
+        if abs(v) >= 2 ** 63:  # no integer type holds it for the message
+            return
+        given = np.zeros((1, col + 1), np.int32 if abs(v) < 2 ** 31 else np.int64)
+        given[0, col] = v  # the cells before it are 0, exact
+        warn_rounded(self.path, given, given.astype(np.float32), row0=row, once=True)
 
     def _raise_parse_error(self, status, row, count, token):
         from ._parse import PARSE_BAD_TOKEN

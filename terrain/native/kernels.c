@@ -51,10 +51,12 @@ static inline float bits_to_float(uint32_t bits) {
 }
 
 /* What a parse counts on the way: cells marked SLOW_BITS, NaN (nodata) cells, min and max of
- * the others (ties: the first seen kept, as terrain_nan_min_max does). */
+ * the others (ties: the first seen kept, as terrain_nan_min_max does); the row being parsed and
+ * the first cell (row * ncols + col) holding an integer that float32 rounds, -1 while none. */
 typedef struct {
     int64_t n_slow, n_nan;
     double lo, hi;
+    int64_t row, rounded;
 } tally;
 
 /* "nan", "NaN", "-nan", ...: a NaN, which GDAL's ASCII grid reader reads as one */
@@ -69,11 +71,12 @@ static inline int is_nan_token(const uint8_t *t, int64_t len) {
 /* One row, text[0:n): parse its tokens into orow (ncols values). text[n - 1] is whitespace, so
  * the token loops stop without bounds checks. Returns the status; on PARSE_BAD_TOKEN *col is the
  * token's column and [*t0, *t1) its span in text; on PARSE_ROW_LENGTH *col the values found. */
-static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow, float nodata,
+static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow, double nodata,
                      int has_nodata, int star_is_nodata, int64_t *col_out, int64_t *t0_out,
                      int64_t *t1_out, tally *sums) {
     const float nan32 = bits_to_float(NAN_BITS);
     const float slow32 = bits_to_float(SLOW_BITS);
+    const float nodata32 = (float)nodata;
     int64_t p = 0, col = 0, n_slow = sums->n_slow, n_nan = sums->n_nan;
     double lo = sums->lo, hi = sums->hi;
     int status = PARSE_OK;
@@ -88,6 +91,7 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
         int64_t e10 = 0;      /* power of ten of mant's last digit */
         int exact = 1;        /* every nonzero digit made it into mant */
         int64_t n_digits = 0;
+        int integral = 1;     /* no point, no exponent: an Int32 cell for GDAL */
         unsigned int d;
         /* integer part, then fraction; the whitespace ending the row stops both loops */
         while ((d = (unsigned int)text[p] - '0') <= 9u) {
@@ -103,6 +107,7 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
         }
         if (text[p] == '.') {
             ++p;
+            integral = 0;
             while ((d = (unsigned int)text[p] - '0') <= 9u) {
                 if (nd < MAX_DIGITS) {
                     mant = mant * 10u + d;
@@ -118,6 +123,7 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
         int ok = n_digits > 0;
         if (ok && (text[p] == 'e' || text[p] == 'E')) {
             ++p;
+            integral = 0;
             int eneg = 0;
             if (text[p] == '-' || text[p] == '+') {
                 eneg = text[p] == '-';
@@ -168,10 +174,15 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
                 if (neg) v = -v;
             }
             const float f = (float)v;
-            if (has_nodata && f == nodata) {
+            /* an integer is nodata when it is the nodata (GDAL reads a grid of integers as
+               Int32), another number when its float32 is the float32 nodata */
+            if (has_nodata && (integral ? v == nodata : f == nodata32)) {
                 orow[col] = nan32;
                 ++n_nan;
             } else {
+                if (integral && (double)f != v && sums->rounded < 0) {
+                    sums->rounded = sums->row * ncols + col;
+                }
                 orow[col] = f;
                 const double d = (double)f;
                 if (d < lo) lo = d;
@@ -192,22 +203,24 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
 /* Parse rows into out (float32, n_rows rows of ncols values, row r at out + r * out_stride).
  *
  * Row r is buf[starts[r]:starts[r + 1]] (its newline included); nothing outside those spans is
- * read. Values: NaN for nodata (== nodata after the float32 cast, or '*' when star_is_nodata);
- * SLOW_BITS for the cells the caller finishes. Returns PARSE_OK, PARSE_BAD_TOKEN or
- * PARSE_ROW_LENGTH (-1: out of memory); result[0..4] = row, count (the token's column, or the
- * values the row holds), token start and end (offsets in buf), cells marked SLOW_BITS;
- * result[5] = NaN cells and minmax[0..1] = min and max of the others, as terrain_nan_min_max
- * gives them for out -- valid when no cell is marked SLOW_BITS. */
+ * read. Values: NaN for nodata (an integer token equal to nodata, another number whose float32
+ * is the float32 nodata, '*' when star_is_nodata); SLOW_BITS for the cells the caller
+ * finishes. Returns PARSE_OK, PARSE_BAD_TOKEN or PARSE_ROW_LENGTH (-1: out of memory);
+ * result[0..4] = row, count (the token's column, or the values the row holds), token start and
+ * end (offsets in buf), cells marked SLOW_BITS; result[5] = NaN cells and minmax[0..1] = min and
+ * max of the others, as terrain_nan_min_max gives them for out -- valid when no cell is marked
+ * SLOW_BITS; result[6] = the first cell (row * ncols + col) of an integer float32 rounds, or -1. */
 int terrain_parse_rows(const uint8_t *buf, const int64_t *starts, int64_t n_rows, int64_t ncols,
-                       float *out, int64_t out_stride, float nodata, int has_nodata,
+                       float *out, int64_t out_stride, double nodata, int has_nodata,
                        int star_is_nodata, int64_t *result, double *minmax) {
     const double inf = (double)bits_to_float(0x7F800000u);
-    tally sums = {0, 0, inf, -inf};
+    tally sums = {0, 0, inf, -inf, 0, -1};
     int64_t col = 0, t0 = 0, t1 = 0, r = 0;
     int status = PARSE_OK;
     for (; r < n_rows; ++r) {
         const uint8_t *text = buf + starts[r];
         const int64_t n = starts[r + 1] - starts[r];
+        sums.row = r;
         if (n == 0 || is_space(text[n - 1])) {
             status = parse_row(text, n, ncols, out + r * out_stride, nodata, has_nodata,
                                star_is_nodata, &col, &t0, &t1, &sums);
@@ -232,6 +245,7 @@ int terrain_parse_rows(const uint8_t *buf, const int64_t *starts, int64_t n_rows
     }
     result[4] = sums.n_slow;
     result[5] = sums.n_nan;
+    result[6] = sums.rounded;
     minmax[0] = sums.lo;
     minmax[1] = sums.hi;
     return status;

@@ -1,12 +1,16 @@
 """ASCII grids where terrain's reader and GDAL's (rasterio, the oracle) used to part: the
 ``.prj`` beside a grid, nodata matching, GRASS headers, messages (docs/gis.md, "ASCII grids")."""
 
+import warnings
+
+import numpy as np
 import pytest
 import rasterio
 from rasterio.crs import CRS
 
-from terrain.io import open_grid
+from terrain.io import open_grid, read_grid
 from cli import run_main
+from grids import assert_bits_equal
 
 OLD_STYLE = {"geographic": "Projection GEOGRAPHIC\nDatum WGS84\nSpheroid WGS84\nUnits DD\n"
                            "Zunits NO\nParameters\n",
@@ -39,3 +43,37 @@ def test_mst_slope_of_a_dem_with_an_old_style_geographic_prj_is_refused(tmp_path
     rc, _, err = run_main(capsys, "mst", path, "-o", tmp_path / "m.zarr", "--weight", "slope")
     assert rc == 2 and "is geographic" in err
     assert not (tmp_path / "m.zarr").exists()
+
+
+def gdal_masked(path):
+    """rasterio's reading of band 1: (float32 values, mask)."""
+    with rasterio.open(path) as src:
+        m = src.read(1, masked=True)
+        return m.data.astype(np.float32), np.ma.getmaskarray(m)
+
+
+def read_both_ways(path):
+    """The grid read by ``read_grid`` and on a pool (``read_all``), which must agree."""
+    z, grid = read_grid(path)
+    assert_bits_equal(grid.read_all()[0], z)
+    return z
+
+
+HEADER = "ncols {}\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\nNODATA_value {}\n"
+
+
+def test_an_integer_grids_nodata_is_the_integer_and_its_rounding_is_said(tmp_path):
+    """NODATA_value 16777217 also masked 16777216 (both 16777216 as float32); GDAL, reading
+    Int32, masks only 16777217. Integers float32 rounds are said, as in a GeoTIFF."""
+    path = tmp_path / "big.asc"
+    row = "16777216 16777217 5 16777219 -16777217 16777217"
+    path.write_text(HEADER.format(6, 16777217) + row + "\n")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        z = read_both_ways(path)
+    values, mask = gdal_masked(path)
+    np.testing.assert_array_equal(np.isnan(z[0]), mask[0])
+    assert_bits_equal(z[~mask], values[~mask])
+    said = {str(w.message) for w in got if "2^24" in str(w.message)}
+    assert said == {f"{path}: int32 values beyond 2^24 are rounded to float32 (elevations' "
+                    "type): 16777219 at cell (0, 3) reads as 16777220"}, said

@@ -46,7 +46,7 @@ def test_grass_stars_and_fast_and_slow_tokens_on_one_row(tmp_path):
 def test_parse_rows_reports_bad_tokens_and_row_lengths():
     text = np.frombuffer(b"1 2 3\n4 x5 6\n7 8\n", dtype=np.uint8)
     out = np.empty((3, 3), dtype=np.float32)
-    status, row, count, t0, t1, _, _ = parse.parse_rows(text, [0, 6, 13, 17], 3, out,
+    status, row, count, t0, t1, *_ = parse.parse_rows(text, [0, 6, 13, 17], 3, out,
                                                      np.float32(0), False, False)
     assert (status, row, count, bytes(text[t0:t1])) == (parse.PARSE_BAD_TOKEN, 1, 1, b"x5")
     status, row, count, *_ = parse.parse_rows(text[:6].copy(), [0, 6], 2, out[:1, :2],
