@@ -155,7 +155,7 @@ def ref_kruskal(z, conn=8, weight="max", cellsize=(1.0, 1.0)):
 def parse_oracle(tokens, nodata=None, star=False):
     """float32 of each token as GDAL reads it: the correctly rounded double (Python's
     ``float``), saturated at +-FLT_MAX, cast; nodata (and GRASS ``*``) as NaN: an integer
-    equal to it, another number whose float32 is its float32."""
+    equal to it, another number whose float32 GDAL's float32 nodata test takes."""
     def one(t):
         if star and t == "*":
             return np.float32(np.nan)
@@ -164,7 +164,9 @@ def parse_oracle(tokens, nodata=None, star=False):
             return v
         if not any(c in t for c in ".eE"):  # GDAL's Int32 grid: the integer itself
             return np.float32(np.nan) if int(t) == nodata else v
-        return np.float32(np.nan) if v == np.float32(nodata) else v
+        nd = np.float32(nodata)  # GDAL's float32 test (ARE_REAL_EQUAL), in float32
+        near = v == nd or abs(v - nd) < np.float32(2 ** -23) * abs(v + nd) * np.float32(2)
+        return np.float32(np.nan) if near else v
     return np.array([[one(t) for t in row] for row in tokens], dtype=np.float32)
 
 

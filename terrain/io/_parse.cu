@@ -17,7 +17,7 @@
 //                   number (nor GRASS '*') lowers *first_bad to its index, and the host then
 //                   re-parses on the CPU to raise the CPU's error message.
 //                   Nodata as on the CPU: an integer token equal to it, another number whose
-//                   float32 is its float32; an integer float32 rounds (beyond
+//                   float32 GDAL's float32 nodata test takes; an integer float32 rounds (beyond
 //                   2^24) lowers *first_rounded to its index, for the host's warning.
 // The host checks the row structure (ncols tokens per line, nrows lines) from the two offset
 // lists before the token index k is taken as cell k.
@@ -83,6 +83,14 @@ __device__ __forceinline__ bool is_nan_token(const unsigned char* t, long long l
         --len;
     }
     return len == 3 && (t[0] | 32) == 110 && (t[1] | 32) == 97 && (t[2] | 32) == 110;  // n a n
+}
+
+// GDAL's test of a float32 cell against a float32 nodata (ARE_REAL_EQUAL of gdal_priv.h, in
+// float arithmetic, rounded as the CPU's: no contraction): equal, or within 2^-22 of their sum
+__device__ __forceinline__ bool gdal_nodata_equal(float f, float nodata) {
+    return f == nodata ||
+           fabsf(__fsub_rn(f, nodata)) <
+               __fmul_rn(__fmul_rn(1.1920928955078125e-7f, fabsf(__fadd_rn(f, nodata))), 2.0f);
 }
 
 extern "C" __global__ void parse_tokens(const unsigned char* __restrict__ buf,
@@ -170,9 +178,9 @@ extern "C" __global__ void parse_tokens(const unsigned char* __restrict__ buf,
     }
     float f = __double2float_rn(v);
     // an integer is nodata when it is the nodata (GDAL reads a grid of integers as Int32),
-    // another number when its float32 is the float32 nodata
+    // another number when its float32 is GDAL's float32 nodata
     if (has_nodata && (integral ? v == nodata
-                                : f == __double2float_rn(nodata))) {
+                                : gdal_nodata_equal(f, __double2float_rn(nodata)))) {
         out[k] = __int_as_float((int)NAN_BITS);
         return;
     }

@@ -91,7 +91,8 @@ def parse_rows(buf, starts, ncols, out, nodata, has_nodata, star_is_nodata):
     out : float32 array (rows, ncols)
         Rows may be strided; NaN for nodata; slow-path cells hold :data:`SLOW_BITS`.
     nodata : float
-        An integer token equal to it is nodata, another number whose float32 is its float32.
+        An integer token equal to it is nodata, another number whose float32 GDAL's float32
+        nodata test takes (within about 4 units in the last place of ``float32(nodata)``).
     has_nodata, star_is_nodata : bool
 
     Returns

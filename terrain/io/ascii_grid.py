@@ -298,13 +298,13 @@ class AsciiGrid(Grid):
 
     def slow_value(self, token, row, col):
         """The float32 of a token beyond the kernels' fast path (NaN when nodata, by their
-        rule: an integer equal to the nodata, another number whose float32 is its float32),
-        as they give it; :class:`InputError` beyond float32."""
+        rule: an integer equal to the nodata, another number GDAL's float32 nodata test
+        takes), as they give it; :class:`InputError` beyond float32."""
         f = float32_value(token, f"{self.path}:{self.data_line + row}",
                           f"(row {row + 1}, column {col + 1})")
         integral = not any(c in token for c in b".eE")
         if self.nodata is not None and (int(token) == self.nodata if integral
-                                        else f == np.float32(self.nodata)):
+                                        else gdal_nodata_equal(f, self.nodata)):
             return np.float32(np.nan)
         if integral and int(f) != int(token):
             self.warn_rounded(row, col, token)
@@ -332,6 +332,21 @@ class AsciiGrid(Grid):
                              f"(row {row + 1}, column {count + 1})")
         raise InputError(f"{self.path}:{line}: row {row + 1} has {count} values, expected "
                          f"{self._cols_key}={self.shape[1]}{self._layout_hint()}")
+
+
+def gdal_nodata_equal(f, nodata):
+    """GDAL's test of the float32 ``f`` against ``nodata`` cast to float32 (ARE_REAL_EQUAL
+    of gdal_priv.h, in float32 arithmetic, as the C and CUDA parsers do it): equal, or within
+    2^-22 of their sum, about 4 units in the last place.
+
+    >>> gdal_nodata_equal(np.float32(-9999.00390625), -9999.0)   # 4 steps away
+    True
+    >>> gdal_nodata_equal(np.float32(-9999.0048828125), -9999.0) # 5
+    False
+    """
+    with np.errstate(over="ignore"):
+        nd = np.float32(nodata)
+        return bool(f == nd or abs(f - nd) < np.float32(2.0 ** -23) * abs(f + nd) * np.float32(2))
 
 
 def float32_value(token, where, detail=""):

@@ -59,6 +59,12 @@ typedef struct {
     int64_t row, rounded;
 } tally;
 
+/* GDAL's test of a float32 cell against a float32 nodata (ARE_REAL_EQUAL of gdal_priv.h, in
+ * float arithmetic): equal, or within 2^-22 of their sum, about 4 units in the last place */
+static inline int gdal_nodata_equal(float f, float nodata) {
+    return f == nodata || fabsf(f - nodata) < 1.1920928955078125e-7f * fabsf(f + nodata) * 2.0f;
+}
+
 /* "nan", "NaN", "-nan", ...: a NaN, which GDAL's ASCII grid reader reads as one */
 static inline int is_nan_token(const uint8_t *t, int64_t len) {
     if (len == 4 && (t[0] == '-' || t[0] == '+')) {
@@ -175,8 +181,8 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
             }
             const float f = (float)v;
             /* an integer is nodata when it is the nodata (GDAL reads a grid of integers as
-               Int32), another number when its float32 is the float32 nodata */
-            if (has_nodata && (integral ? v == nodata : f == nodata32)) {
+               Int32), another number when its float32 is GDAL's float32 nodata */
+            if (has_nodata && (integral ? v == nodata : gdal_nodata_equal(f, nodata32))) {
                 orow[col] = nan32;
                 ++n_nan;
             } else {
@@ -204,7 +210,7 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
  *
  * Row r is buf[starts[r]:starts[r + 1]] (its newline included); nothing outside those spans is
  * read. Values: NaN for nodata (an integer token equal to nodata, another number whose float32
- * is the float32 nodata, '*' when star_is_nodata); SLOW_BITS for the cells the caller
+ * GDAL's float32 nodata test takes, '*' when star_is_nodata); SLOW_BITS for the cells the caller
  * finishes. Returns PARSE_OK, PARSE_BAD_TOKEN or PARSE_ROW_LENGTH (-1: out of memory);
  * result[0..4] = row, count (the token's column, or the values the row holds), token start and
  * end (offsets in buf), cells marked SLOW_BITS; result[5] = NaN cells and minmax[0..1] = min and

@@ -77,3 +77,29 @@ def test_an_integer_grids_nodata_is_the_integer_and_its_rounding_is_said(tmp_pat
     said = {str(w.message) for w in got if "2^24" in str(w.message)}
     assert said == {f"{path}: int32 values beyond 2^24 are rounded to float32 (elevations' "
                     "type): 16777219 at cell (0, 3) reads as 16777220"}, said
+
+
+@pytest.mark.parametrize("nodata", ["-9999", "-9999.0", "0.001", "-32768", "123456.7",
+                                    "1e-30", "-3.0e38"])
+def test_values_near_the_nodata_are_masked_where_gdal_masks_them(tmp_path, nodata):
+    """-9999.001 (one float32 step from -9999) was kept; GDAL masks float32 cells within
+    about 4 to 8 steps of the nodata: the band's edges, fast and slow tokens."""
+    nd = np.float32(float(nodata))
+    steps = [nd]
+    for direction in (np.inf, -np.inf):
+        v = nd
+        for _ in range(12):
+            v = np.nextafter(v, np.float32(direction))
+            steps.append(v)
+    tokens = [repr(float(v)) for v in steps]
+    # the same values past the fast path (more than 19 digits, not all zeros)
+    tokens += [t + "000000000000000000001" for t in tokens if "e" not in t]
+    path = tmp_path / "near.asc"
+    path.write_text(HEADER.format(len(tokens), nodata) + " ".join(tokens) + "\n")
+    z = read_both_ways(path)
+    values, mask = gdal_masked(path)
+    assert mask.sum() > 1
+    assert not mask.all() or abs(nd) > 1.7e38  # both sides of the band's edges; beyond,
+    # the float32 sum with the nodata overflows, and GDAL masks every cell near it
+    np.testing.assert_array_equal(np.isnan(z), mask)
+    assert_bits_equal(z[~mask], values[~mask])
