@@ -29,7 +29,7 @@ __all__ = ["AsciiGrid", "open_ascii_grid", "looks_like_ascii_grid", "float32_val
 
 ESRI_KEYS = ("ncols", "nrows", "xllcorner", "xllcenter", "yllcorner", "yllcenter", "cellsize",
              "dx", "dy", "nodata_value")
-GRASS_KEYS = ("north", "south", "east", "west", "rows", "cols", "null", "type")
+GRASS_KEYS = ("north", "south", "east", "west", "rows", "cols", "null", "type", "multiplier")
 GRASS_TYPES = ("int", "float", "double")
 
 BLOCK_BYTES = 8 << 20         # text parsed per task when a whole grid is parsed on a pool
@@ -638,7 +638,14 @@ def _grass_georef(path, keys, data_line):
         value, line = keys["type"]
         raise InputError(f"{path}:{line}: type must be one of {', '.join(GRASS_TYPES)}, "
                          f"got {value!r}")
-    nodata = _key_value(path, keys, "null", data_line, "nodata") if "null" in keys else None
+    if "multiplier" in keys and keys["multiplier"][0] not in ("1", "1.0"):
+        value, line = keys["multiplier"]
+        raise InputError(f"{path}:{line}: multiplier {value}: r.in.ascii multiplies the values "
+                         "by it and GDAL ignores it, so the elevations depend on the reader; "
+                         "multiply them into the file first (r.mapcalc, gdal_calc)")
+    # 'null: *' (r.in.ascii's default) says what '*' says anyway: no nodata value
+    nodata = (_key_value(path, keys, "null", data_line, "nodata")
+              if "null" in keys and keys["null"][0] != "*" else None)
     return (rows, cols), (west, dx, 0.0, north, 0.0, -dy), nodata
 
 

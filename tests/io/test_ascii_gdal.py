@@ -8,6 +8,7 @@ import pytest
 import rasterio
 from rasterio.crs import CRS
 
+from terrain.errors import InputError
 from terrain.io import open_grid, read_grid
 from cli import run_main
 from grids import assert_bits_equal
@@ -103,3 +104,33 @@ def test_values_near_the_nodata_are_masked_where_gdal_masks_them(tmp_path, nodat
     # the float32 sum with the nodata overflows, and GDAL masks every cell near it
     np.testing.assert_array_equal(np.isnan(z), mask)
     assert_bits_equal(z[~mask], values[~mask])
+
+
+GRASS = "north: 1\nsouth: 0\neast: 4\nwest: 0\nrows: 1\ncols: 4\n"
+
+
+def test_grass_null_star_is_the_default_r_in_ascii_writes(tmp_path):
+    """'null: *' was refused (null must be a number). GDAL reads it as a nodata of 0, which
+    masks its 0 cells too; terrain's nodata is the '*' cells only (docs/gis.md)."""
+    path = tmp_path / "g.asc"
+    path.write_text(GRASS + "null: *\n1 * 0 4\n")
+    z = read_both_ways(path)
+    values, mask = gdal_masked(path)
+    assert mask.tolist() == [[False, True, True, False]]
+    assert_bits_equal(z, np.array([[1, np.nan, 0, 4]], np.float32))
+    assert_bits_equal(z[~mask], values[~mask])
+
+
+@pytest.mark.parametrize("value, refused", [("2", True), ("0.1", True), ("1", False)])
+def test_grass_multiplier_is_refused_saying_why_unless_it_is_one(tmp_path, value, refused):
+    """'multiplier:' was an 'unknown GRASS header key': r.in.ascii multiplies the values by
+    it, GDAL ignores it (it reads the values as written)."""
+    path = tmp_path / "g.asc"
+    path.write_text(GRASS + f"multiplier: {value}\n1 2 3 4\n")
+    if refused:
+        with pytest.raises(InputError, match=rf"g.asc:7: multiplier {value}: r.in.ascii "
+                                             "multiplies the values by it and GDAL ignores it"):
+            open_grid(path)
+    else:
+        values, _ = gdal_masked(path)
+        assert_bits_equal(read_both_ways(path), values)
