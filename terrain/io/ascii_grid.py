@@ -13,6 +13,7 @@ float32, NaN nodata, bit for bit GDAL's values (design note: docs/gis.md, "ASCII
 
 import math
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,12 +135,19 @@ class AsciiGrid(Grid):
         """After a row-count or value-count error: when the data section holds exactly
         ``nrows x ncols`` values (counted here, on the error's path, for files of up to
         :data:`HINT_BYTES`), a note that they are not one row a line, which GDAL reads and
-        terrain does not (its parser splits the rows by their line ends, in parallel)."""
-        if self.size > HINT_BYTES:
-            return ""
+        terrain does not (its parser splits the rows by their line ends, in parallel). Data
+        lines ending with a carriage return alone raise :data:`LONE_CR` instead."""
+        end = self.size if self.size <= HINT_BYTES else self.data_offset + (1 << 20)
         with open(self.path, "rb") as f:
             f.seek(self.data_offset)
-            values = len(f.read().split())
+            data = f.read(end - self.data_offset)
+        lone = re.search(rb"\r(?!\n)", data)
+        if lone:
+            line = self.data_line + data.count(b"\n", 0, lone.start())
+            raise InputError(f"{self.path}:{line}: {LONE_CR}")
+        if self.size > HINT_BYTES:
+            return ""
+        values = len(data.split())
         if values != self.shape[0] * self.shape[1]:
             return ""
         return (f" (its {values} values are all there, but not one row of "
@@ -328,8 +336,11 @@ class AsciiGrid(Grid):
         line = self.data_line + row
         if status == PARSE_BAD_TOKEN:
             text = bytes(token[:40]).decode("latin-1")
-            raise InputError(f"{self.path}:{line}: non-numeric token {text!r} "
-                             f"(row {row + 1}, column {count + 1})")
+            where = f"(row {row + 1}, column {count + 1})"
+            if _number(text) and math.isinf(float(text)):  # GDAL clamps it to +-FLT_MAX
+                raise InputError(f"{self.path}:{line}: value {text} {where} is infinite: "
+                                 "elevations are finite numbers")
+            raise InputError(f"{self.path}:{line}: non-numeric token {text!r} {where}")
         raise InputError(f"{self.path}:{line}: row {row + 1} has {count} values, expected "
                          f"{self._cols_key}={self.shape[1]}{self._layout_hint()}")
 
@@ -374,6 +385,9 @@ def float32_value(token, where, detail=""):
 
 #: the largest file whose values a layout error counts (:meth:`AsciiGrid._layout_hint`)
 HINT_BYTES = 256 << 20
+#: the error of lines that end with a carriage return alone
+LONE_CR = ("its lines end with a carriage return alone (classic Mac OS): make them line feeds "
+           "first (tr '\\r' '\\n')")
 
 
 def looks_like_ascii_grid(path):
@@ -416,15 +430,18 @@ def open_ascii_grid(path):
     path = Path(path)
     size = check_readable_file(path)
     with open(path, "rb") as f:
-        head = f.read(_HEADER_PROBE)
+        f.seek(size - 1)
+        if f.read(1) == b"\x1a":  # a DOS end-of-file mark, which GDAL reads past
+            size -= 1
+        f.seek(0)
+        head = f.read(min(_HEADER_PROBE, size))
     if not head.strip():
         raise InputError(f"{path}: empty file")
     if b"\x00" in head[:512]:  # a binary file named as a text grid: the reader says why
         raise InputError(f"{path}: not an ESRI or GRASS ASCII grid (binary data)")
     first_line = head.split(b"\n", 1)[0]
     if b"\r" in first_line.rstrip(b"\r"):
-        raise InputError(f"{path}: its lines end with a carriage return alone (classic Mac "
-                         "OS): make them line feeds first (tr '\\r' '\\n')")
+        raise InputError(f"{path}: {LONE_CR}")
     entries, data_offset, data_line = _split_header(path, head, size)
     if not entries:
         raise InputError(f"{path}:1: no header (expected ESRI 'ncols ...' or GRASS 'north: ...')")
@@ -473,8 +490,9 @@ def _check_size_fits(path, keys, shape, data_bytes, grass):
     """Refuse at once a header that claims more cells than the data section has bytes
     (every value takes at least one); :meth:`AsciiGrid.row_starts` finds the rest."""
     cells = shape[0] * shape[1]
-    if data_bytes < cells:
-        line = max(keys["rows" if grass else "nrows"][1], keys["cols" if grass else "ncols"][1])
+    if data_bytes < cells:  # the line of the larger claim
+        line = keys[("cols" if grass else "ncols") if shape[1] >= shape[0]
+                    else ("rows" if grass else "nrows")][1]
         raise InputError(f"{path}:{line}: header claims {shape[0]} x {shape[1]} = {cells} cells "
                          f"but the file holds {data_bytes} bytes of data (at least one per cell)")
 
@@ -562,6 +580,8 @@ def _collect_keys(path, entries, grass):
         if key in keys:
             raise InputError(f"{path}:{lineno}: repeated header key {key!r} "
                              f"(first on line {keys[key][1]})")
+        if "\r" in value:
+            raise InputError(f"{path}:{lineno}: {LONE_CR}")
         if not value or len(value.split()) != 1:
             raise InputError(f"{path}:{lineno}: header key {key!r} needs one value, got "
                              f"{_shown(value)}")

@@ -26,9 +26,9 @@ CASES = {
     "star_in_esri": (HEADER + "1 2 3 4\n5 6 7 8\n9 * 11 12\n", ":9: non-numeric token '*'"),
     # a first data row starting with inf was blamed as a header key (nan: nodata)
     "inf_first": (HEADER + "-inf 2 3 4\n5 6 7 8\n9 10 11 12\n",
-                  ":7: non-numeric token '-inf' (row 1, column 1)"),
+                  ":7: value -inf (row 1, column 1) is infinite: elevations are finite numbers"),
     "Inf_first": (HEADER + "Inf 2 3 4\n5 6 7 8\n9 10 11 12\n",
-                  ":7: non-numeric token 'Inf' (row 1, column 1)"),
+                  ":7: value Inf (row 1, column 1) is infinite: elevations are finite numbers"),
     "bad_exponent": (HEADER + "1 2 3 4\n5 6 7 8e\n9 10 11 12\n", ":8: non-numeric token '8e'"),
     "too_few": (HEADER + "1 2 3 4\n5 6 7\n9 10 11 12\n", ":8: row 2 has 3 values, expected ncols=4"),
     "too_many": (HEADER + "1 2 3 4\n5 6 7 8\n9 10 11 12 13\n",

@@ -134,3 +134,34 @@ def test_grass_multiplier_is_refused_saying_why_unless_it_is_one(tmp_path, value
     else:
         values, _ = gdal_masked(path)
         assert_bits_equal(read_both_ways(path), values)
+
+
+ESRI = b"ncols 2\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+LONE_CR = r"its lines end with a carriage return alone \(classic Mac OS\)"
+
+
+@pytest.mark.parametrize("text, message", [
+    (ESRI + b"1.5 inf\n3 4\n", r"e.asc:6: value inf \(row 1, column 2\) is infinite"),
+    (ESRI + b"1 2\n-Infinity 4\n", r"e.asc:7: value -Infinity \(row 2, column 1\) is infinite"),
+    (ESRI + b"1 2\r3 4\r", rf"e.asc:6: {LONE_CR}"),           # was: file ends after 1 row
+    (ESRI + b"1 2\n3 4\r5 6\n", rf"e.asc:7: {LONE_CR}"),      # was: row 2 has 4 values
+    (ESRI[:-1] + b"\r1 2\r3 4\r", rf"e.asc:5: {LONE_CR}"),    # was: cellsize needs one value
+    (b"ncols 99999999999999999999\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n1 2\n3 4\n",
+     r"e.asc:1: header claims 2 x 99999999999999999999"),     # was: line 2
+])
+def test_messages_say_what_is_wrong_where(tmp_path, text, message):
+    path = tmp_path / "e.asc"
+    path.write_bytes(text)
+    with pytest.raises(InputError, match=message):
+        read_grid(path)
+    with pytest.raises(InputError, match=message):
+        open_grid(path).read_all()
+
+
+@pytest.mark.parametrize("tail", [b"\n\x1a", b"\x1a", b"\r\n\x1a"])
+def test_a_final_dos_end_of_file_mark_is_read_past_as_gdal_does(tmp_path, tail):
+    """A trailing Ctrl-Z was 'more data rows than nrows' (or a bad token '4\\x1a')."""
+    path = tmp_path / "z.asc"
+    path.write_bytes(ESRI + b"1 2\n3 4" + tail)
+    values, _ = gdal_masked(path)
+    assert_bits_equal(read_both_ways(path), values)
