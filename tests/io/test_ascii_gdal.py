@@ -165,3 +165,22 @@ def test_a_final_dos_end_of_file_mark_is_read_past_as_gdal_does(tmp_path, tail):
     path.write_bytes(ESRI + b"1 2\n3 4" + tail)
     values, _ = gdal_masked(path)
     assert_bits_equal(read_both_ways(path), values)
+
+
+@pytest.mark.parametrize("row, gdal, terrain", [
+    (b"1.5 nan NaN +nan", [1.5, np.nan, np.nan, np.nan], [1.5, np.nan, np.nan, np.nan]),
+    (b"1.5 NAN -nan 4", [1.5, 0, 0, 4], [1.5, np.nan, np.nan, 4]),
+    (b"1 nan 2147483648 -0", [1, 0, -2147483648, 0], [1, np.nan, 2147483648, -0.0]),
+    (b"1.0 1d3 0x10 nan(123)", [1, 1, 0, 0], "non-numeric token '1d3'"),
+])
+def test_where_gdal_reads_otherwise_is_as_the_docs_say(tmp_path, row, gdal, terrain):
+    """docs/gis.md, "ASCII grids": GDAL 3.10's readings that terrain does not follow."""
+    path = tmp_path / "d.asc"
+    path.write_bytes(ESRI.replace(b"ncols 2\nnrows 2", b"ncols 4\nnrows 1") + row + b"\n")
+    with rasterio.open(path) as src:
+        assert_bits_equal(src.read(1).astype(np.float32), np.array([gdal], np.float32))
+    if isinstance(terrain, str):
+        with pytest.raises(InputError, match=terrain):
+            read_grid(path)
+    else:
+        assert_bits_equal(read_grid(path)[0], np.array([terrain], np.float32))

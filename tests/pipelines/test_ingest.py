@@ -139,8 +139,8 @@ def test_geotiff_through_rasterio(tmp_path):
 @pytest.mark.parametrize("header", ["NODATA_value nan\n", "NODATA_value -9999\n", ""])
 def test_nan_tokens_and_a_nan_nodata_value_are_nodata(tmp_path, header):
     """'nan' among the values (numpy.savetxt writes it) and 'NODATA_value nan' were refused;
-    a NaN is nodata, as the stores hold it (GDAL reads 'nan' as NaN where the header says
-    nan, else as 0 in a grid of integers, and '-NaN' as 0: docs/gis.md, "ASCII grids")."""
+    a NaN is nodata, as the stores hold it (GDAL 3.10 reads 'nan' as NaN in a grid of
+    floats, as 0 in a grid of integers, and '-NaN' as 0: docs/gis.md, "ASCII grids")."""
     path = tmp_path / "n.asc"
     path.write_text("ncols 3\nnrows 3\nxllcorner 0\nyllcorner 0\ncellsize 1\n" + header
                     + "1 2 3\n4 nan 6\n-NaN 8 -9999\n")
