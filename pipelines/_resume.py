@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import finish_companions, input_identity
+from terrain.io.outputs import OtherRunsPartial, finish_companions, input_identity
 from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
@@ -397,17 +397,24 @@ def checkpointed(delayed, partial, prefixes):
 
 
 def prepare_resume(partial):
-    """Before a resumed run: drop a partial holding no checkpoint of this run (at a URL: of
-    its run key), and the half-written files of writers the kill stopped (an object store
-    has none). Returns how many checkpoints are kept: the run key names every task, so each
-    is a task of this run that does not run again (a summary's ``reused_tasks``)."""
+    """Before a resumed run: drop a partial holding no checkpoint (a run killed before its
+    first), refuse one at a URL holding only other run keys' (kept:
+    :class:`~terrain.io.outputs.OtherRunsPartial`, as a local one of another key is), and
+    remove the half-written files of writers the kill stopped (an object store has none).
+    Returns how many checkpoints are kept: the run key names every task, so each is a task
+    of this run that does not run again (a summary's ``reused_tasks``)."""
     from terrain.tiles import sweep_partial_files
     kept = sum(name.endswith(".npz") for name in kept_checkpoints(checkpoint_folder(partial)))
     if kept:
         if not is_remote(partial):
             sweep_partial_files(Path(partial))
         return kept
-    remove_tree(partial)  # another run's partial, or one without checkpoints
+    if is_remote(partial) and any(name.endswith(".npz") for name in
+                                  kept_checkpoints(inside(partial, CHECKPOINT_DIR))):
+        raise OtherRunsPartial(f"{partial.url}: the partial output there was left by a run "
+                               "with other options or another version of the input, and is "
+                               "kept")
+    remove_tree(partial)  # a partial without checkpoints
     return 0
 
 

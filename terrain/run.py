@@ -627,7 +627,9 @@ OBJECT_STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google", "a
 
 #: what the command line adds to a library error that names one of these parameters
 OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)",
-                "filled": " (without --filled, flow fills the DEM first)"}
+                "filled": " (without --filled, flow fills the DEM first)",
+                "resume": "; rerun that run's options to finish it, or without --resume to "
+                          "start over (which removes it)"}
 
 
 _NEGATIVE_VALUE = re.compile(r"-\.?\d")

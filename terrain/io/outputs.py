@@ -39,7 +39,7 @@ __all__ = ["atomic_output", "finish_companions", "staged_path", "check_output_fr
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
            "check_input_file", "check_store_name", "FILE_SUFFIXES", "disk_full_reason",
            "format_bytes",
-           "OutputExists", "same_file"]
+           "OutputExists", "OtherRunsPartial", "same_file"]
 
 
 #: symbolic links followed in one path before it is refused (the kernel's own limit)
@@ -148,6 +148,15 @@ class OutputExists(InputError):
     allow it (the command line turns it into its flag)."""
 
     option = "overwrite"
+
+
+class OtherRunsPartial(InputError):
+    """A resumed run found no partial of its own, but one of another run (other parameters,
+    or another version of an input): kept, not removed; ``option`` names the parameter whose
+    absence would remove it (the command line turns it into its flag)."""
+
+    option = "resume"
+    keep_partial = True  # raised inside a run at a URL: its prefix is that partial
 
 
 def _check_replaceable(out, real, overwrite):
@@ -490,7 +499,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     key : str, optional
         Deterministic suffix of the partial's name (a hash of inputs and parameters).
     resume : bool
-        Hand back an existing partial of the same ``key`` instead of removing it.
+        Hand back an existing partial of the same ``key`` instead of removing it; with
+        only other keys' partials there, :class:`OtherRunsPartial` (nothing removed).
     notify : callable
         Called with a one-line message for every stale partial removed or resumed.
 
@@ -515,7 +525,15 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             _check_replaceable(given, target, overwrite)  # there again: as if it never went
         for trash in _trash(target):  # a removal that did not finish (its process killed)
             _discard(trash, target)
-        for stale in stale_partials(target):
+        stale_ones = stale_partials(target)
+        if resume and stale_ones and tmp not in stale_ones:
+            # the key hashes the inputs' identity and the parameters: which one differs is
+            # not recorded, and the user asked to keep the work, not to start over
+            raise OtherRunsPartial(
+                f"{given}: the partial output {given.parent / stale_ones[0].name} was left "
+                "by a run with other options or another version of the input, and is "
+                "kept")
+        for stale in stale_ones:
             shown = given.parent / stale.name  # in the user's terms
             if resume and stale == tmp:
                 notify(f"resuming from {shown}, left by an interrupted run")

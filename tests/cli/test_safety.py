@@ -269,6 +269,25 @@ def test_ingest_resume_after_sigkill(tmp_path, big_grid):
     assert sorted(os.listdir(tmp_path)) == ["e.zarr"]
 
 
+def test_resume_refuses_another_runs_partial_and_keeps_it(tmp_path):
+    # --resume removed a partial of other options ("removed ..., left by an interrupted
+    # run") and started over: the killed run's work lost though the user asked to keep it
+    other = tmp_path / ".m.zarr.partial-0123456789abcdef"
+    (other / ".terrain-checkpoints").mkdir(parents=True)
+    (other / ".terrain-checkpoints" / "ingest-band-0.npz").write_bytes(b"kept")
+    before = snapshot(tmp_path)
+    proc = run_terrain("mst", SAMPLE, "-o", "m.zarr", "--backend", "cpu", "--resume",
+                       cwd=tmp_path)
+    assert_one_line_error(proc, f"m.zarr: the partial output {other.name} was left by a run "
+                                "with other options or another version of the input")
+    assert "without --resume to start over" in proc.stderr
+    assert snapshot(tmp_path) == before
+    proc = run_terrain("mst", SAMPLE, "-o", "m.zarr", "--backend", "cpu", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"removed {other.name}, left by an interrupted run" in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["m.zarr"]
+
+
 # ----------------------------------------------------------------------------- dry run
 
 def test_dry_run_prints_the_plan_and_writes_nothing(workdir):

@@ -627,9 +627,12 @@ def test_mst_resume_at_a_url_keeps_the_groups_forest(capsys, tmp_path, dem, monk
 
 
 def test_resume_at_a_url_of_another_run_starts_again(capsys, tmp_path, dem, monkeypatch):
-    """A partial at the URL whose checkpoints another run (another tile) wrote is removed by
-    a resumed run, which reuses nothing."""
+    """A partial at the URL whose checkpoints another run (another tile) wrote is kept by a
+    resumed run, which refuses in one line; a run without resume removes it and starts
+    again, reusing nothing."""
     import json
+
+    from terrain.io import store_state
 
     import pipelines.ingest as ingest
     url = "memory://t-resume-other/m.zarr"
@@ -645,6 +648,10 @@ def test_resume_at_a_url_of_another_run_starts_again(capsys, tmp_path, dem, monk
     monkeypatch.setattr(ingest, "_write_band", real)
     rc, out, err = run_main(capsys, "mst", dem, "-o", url, "--tile", "64", "--backend", "cpu",
                             "--resume", "--json", scheduler=SYNC)
+    assert rc == 2 and "left by a run with other options" in err.splitlines()[-1], err
+    assert store_state(url) == "partial"
+    rc, out, err = run_main(capsys, "mst", dem, "-o", url, "--tile", "64", "--backend", "cpu",
+                            "--json", scheduler=SYNC)
     assert rc == 0, err
     assert json.loads(out)["reused_tasks"] == 0
     rc, _, err = run_main(capsys, "mst", dem, "-o", tmp_path / "m.zarr", "--tile", "64",

@@ -104,7 +104,7 @@ def test_a_killed_blocked_run_resumes_to_a_fresh_runs_store(capsys, tmp_path, de
 
 
 def test_resume_without_a_partial_is_a_fresh_run(capsys, tmp_path, dem, small_shards):
-    """Nothing to resume (no partial, or another run's): the run starts afresh; in core it
+    """Nothing to resume (no partial): the run starts afresh; in core it
     keeps no steps, so a resumed in-core run is a fresh one too."""
     _, path = dem
     for algorithm in ("tiled", "in-core"):

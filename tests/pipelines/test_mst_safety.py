@@ -12,6 +12,7 @@ import zarr
 from cli import SAMPLE, assert_one_line_error, child_env, run_main, run_terrain, snapshot
 from grids import small_shards_case
 from oracles import mask_ids, ref_kruskal
+from terrain.io.outputs import OtherRunsPartial
 
 
 @pytest.fixture
@@ -145,9 +146,14 @@ def test_store_rewritten_in_place_does_not_resume_a_stale_partial(tmp_path, monk
     z2 = z[::-1].copy()
     for (r0, r1, c0, c1) in store.shard_windows():
         store.elevation[r0:r1, c0:c1] = z2[r0:r1, c0:c1]
-    s = run_mst(tmp_path / "in.zarr", tmp_path / "m.zarr", backend="cpu",
+    # the old partial is not this input's: a resume is refused, the partial kept
+    with pytest.raises(OtherRunsPartial, match="another version of the input"):
+        run_mst(tmp_path / "in.zarr", tmp_path / "m.zarr", backend="cpu",
                 scheduler="synchronous", in_core=False, resume=True)
-    assert s["reused_tasks"] == 0  # the old partial is not this input's
+    assert partial.is_dir()
+    s = run_mst(tmp_path / "in.zarr", tmp_path / "m.zarr", backend="cpu",
+                scheduler="synchronous", in_core=False)  # starting over removes it
+    assert s["reused_tasks"] == 0 and not partial.exists()
     want, _ = ref_kruskal(z2, 8, "max")
     assert np.array_equal(mask_ids(zarr.open_array(str(tmp_path / "m.zarr"), path="mst")[:]),
                           want)
