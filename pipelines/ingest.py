@@ -19,7 +19,7 @@ import numpy as np
 from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid, read_whole
 from terrain.io.georef import finish_store
 from terrain.io.outputs import input_identity
-from terrain.io.remote import check_local_outputs, is_remote, output_at
+from terrain.io.remote import check_local_outputs, input_fingerprints, is_remote, output_at
 from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
 from terrain.tiles.store import shard_windows, tiles_per_shard, write_block
@@ -261,31 +261,34 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     """
     check_local_outputs([input_path], [output_path], overwrite)
     check_tile_size(tile)
+    began = input_fingerprints([input_path])  # before its header is read
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
     cells = grid.shape[0] * grid.shape[1]
     if (scheduler is None and not resume and isinstance(grid, AsciiGrid)
             and cells <= DASHBOARD_MIN_CELLS and not cluster_active()):
         return ingest_in_threads(grid, input_path, output_path, tile, overwrite, compressors,
-                                 band=band, nodata=nodata, crs=crs)
+                                 began=began, band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
 
     # a store at a URL is written from rows this process reads: no worker reads the input
     with open_scheduler(scheduler, cells=cells,
                         inputs=[] if is_remote(output_path) else [input_path]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
-                                          resume, band=band, nodata=nodata, crs=crs)
+                                          resume, began=began, band=band, nodata=nodata,
+                                          crs=crs)
 
 
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
-                               compressors=None, resume=False, **options):
+                               compressors=None, resume=False, *, began=None, **options):
     """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`;
-    ``options``: :func:`terrain.io.open_grid`'s. The store's ``reused_tasks`` counts the tasks
-    a resumed run took from checkpoints."""
+    ``options``: :func:`terrain.io.open_grid`'s; ``began``: the input's fingerprint when the
+    run began (:func:`terrain.io.remote.output_at`). The store's ``reused_tasks`` counts the
+    tasks a resumed run took from checkpoints."""
     from .cluster import compute, remote_input
 
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with output_at(output_path, overwrite, inputs=[input_path], key=key,
-                   resume=resume) as tmp:
+                   resume=resume, began=began) as tmp:
         reused = prepare_resume(tmp) if resume else 0
         # the paths as the workers of a cluster given by address must see them
         src, part = remote_input(input_path), remote_input(tmp)
@@ -301,12 +304,12 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
 
 
 def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
-                      compressors=None, **options):
+                      compressors=None, *, began=None, **options):
     """:func:`ingest` of a grid that fits in memory, atomically, without a task graph
-    (:func:`write_elevation`)."""
+    (:func:`write_elevation`); ``began``: as :func:`ingest_on_active_scheduler`'s."""
     check_tile_size(tile)
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
-    with output_at(output_path, overwrite, inputs=[input_path], key=key) as tmp:
+    with output_at(output_path, overwrite, inputs=[input_path], key=key, began=began) as tmp:
         write_elevation(grid, tmp, tile, compressors)
         finish_store(tmp)
     store = open_store(output_path)

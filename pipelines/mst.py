@@ -30,7 +30,8 @@ from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, write_georeference
 from terrain.io.outputs import staged_path
-from terrain.io.remote import check_local_outputs, command_paths, is_remote, output_at
+from terrain.io.remote import (check_local_outputs, command_paths, input_fingerprints, is_remote,
+                               output_at)
 from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
@@ -475,6 +476,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     t_start = time.perf_counter()
     be = get_backend(backend)
     inp, out = command_paths(input_path, output_path, default_output)
+    began = input_fingerprints([inp])  # before its header is read
     source, geo, shape, tile, cellsize, shard = _open_input(inp, tile)
     # (a resumed run may find the store published and its GeoTIFF not: checked later)
     check_local_outputs([inp], [out, geotiff], overwrite or resume)
@@ -494,7 +496,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     if done:
         return done
     with output_at(out, overwrite, inputs=[inp], key=key, resume=resume,
-                   companions=tifs) as tmp:
+                   companions=tifs, began=began) as tmp:
         reused = prepare_resume(tmp) if resume else 0
         wall = {}
         if route.held:

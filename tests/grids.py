@@ -185,3 +185,18 @@ def small_shards_case(tmp_path, monkeypatch, seed, nodata_seed):
     geo = {"geotransform": list(store.geotransform), "crs": None, "source": "in.zarr"}
     return z, store, MSTSpec(z.shape, 8, 8, "max", (1.0, 1.0)), out, geo
 
+
+def replaced_after_its_header(monkeypatch, module, name, path):
+    """``module.name`` (what opens the grid's header) that replaces ``path`` with another
+    grid (rows twice as wide) once it returned, as ``cp other.asc .t; mv .t dem.asc`` does
+    while a run reads it."""
+    opened = getattr(module, name)
+
+    def then_replaced(*a, **k):
+        result = opened(*a, **k)
+        other = path.with_name(".t")
+        write_asc(other, np.arange(2 * 30 * 40, dtype=np.float32).reshape(30, 80) % 97)
+        other.replace(path)
+        return result
+    monkeypatch.setattr(module, name, then_replaced)
+

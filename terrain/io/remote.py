@@ -45,7 +45,7 @@ __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
            "filesystem", "scratch_beside", "inside", "remove_tree", "object_entries",
-           "input_fingerprint", "as_path", "command_paths", "check_local_outputs", "PENDING_ROOT",
+           "input_fingerprint", "input_fingerprints", "as_path", "command_paths", "check_local_outputs", "PENDING_ROOT",
            "hold_url_lock", "lock_url", "LOCK_LEASE", "LOCK_HEARTBEAT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
@@ -696,18 +696,30 @@ def url_output(target, overwrite=False, *, inputs=(), key=None, resume=False, no
             raise InputError(f"{url}: cannot write there: {_short(e)}") from None
 
 
+def input_fingerprints(inputs):
+    """``(input, fingerprint)`` of each input now (a local one that exists, or one at a URL):
+    what :func:`output_at` holds against them when its block ends. A command takes them
+    before it reads a grid's header, so that a file replaced between the header and the
+    data is told as changed, not as malformed."""
+    return [(i, _fingerprint_now(i)) for i in (i if is_remote(i) else Path(i) for i in inputs
+                                               if i is not None)
+            if is_remote(i) or i.exists()]
+
+
 @contextlib.contextmanager
-def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False, companions=()):
+def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False, companions=(),
+              began=None):
     """Where a command writes ``target``: :func:`url_output` for a URL or a
     :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: the run's key,
     its partial's name there, its checkpoints' folder at a URL; ``companions``: its local
     GeoTIFFs, which a store at a URL never has: those commands are staged, :func:`stage`). An input (a local one, or a
     store at a URL: its objects' versions) that another command rewrites while the block
     runs is an :class:`InputError` before anything is published: the result would hold
-    some of each (and record the new one's fingerprint)."""
-    watched = [i if is_remote(i) else Path(i) for i in inputs
-               if i is not None and (is_remote(i) or Path(i).exists())]
-    before = [_fingerprint_now(i) for i in watched]
+    some of each (and record the new one's fingerprint). So is an :class:`InputError` of
+    the block (a parse error: the new file's rows read at the old header's offsets) raised
+    while an input differs from ``began`` (:func:`input_fingerprints` taken when the run
+    began; by default as the block starts)."""
+    before = input_fingerprints(inputs) if began is None else began
     if is_remote(target):
         out = url_output(target, overwrite, inputs=inputs, key=key, resume=resume)
     else:
@@ -715,11 +727,25 @@ def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False, com
         out = atomic_output(target, overwrite, inputs=[i for i in inputs if not is_remote(i)],
                             key=key, resume=resume, companions=companions)
     with out as tmp:
-        yield tmp
-        for path, seen in zip(watched, before):
-            if _fingerprint_now(path) != seen:
-                raise InputError(f"{path}: changed while this run read it (written by another "
-                                 f"command): {target} not written; run it again")
+        try:
+            yield tmp
+        except InputError as e:
+            changed = _changed(before, target)
+            if changed is None or getattr(e, "keep_partial", False):
+                raise
+            raise changed from None
+        changed = _changed(before, target)
+        if changed is not None:
+            raise changed
+
+
+def _changed(before, target):
+    """The error of the first input whose fingerprint is no longer that of ``before``."""
+    for path, seen in before:
+        if _fingerprint_now(path) != seen:
+            return InputError(f"{path}: changed while this run read it (written by another "
+                              f"command): {target} not written; run it again")
+    return None
 
 
 def _fingerprint_now(path):

@@ -13,7 +13,8 @@ import terrain.io.ascii_grid as ascii_grid
 from pipelines.ingest import build_ingest_graph, ingest
 from terrain.io import open_grid, read_grid, synth_rows, write_synth
 from terrain.tiles import open_store
-from grids import assert_bits_equal, esri_text, grass_text, random_values, with_nodata
+from grids import (assert_bits_equal, esri_text, grass_text, random_values, with_nodata,
+                   replaced_after_its_header, write_asc)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -286,3 +287,16 @@ def test_band_tasks_in_flight_follow_the_host_budget_not_the_threads(tmp_path, m
     assert most[0] == 2
     want, _ = read_grid(tmp_path / "g.asc")
     assert_bits_equal(open_store(tmp_path / "g.zarr").read_window(0, 9000, 0, 6), want)
+
+
+@pytest.mark.parametrize("scheduler", [None, "synchronous"])
+def test_input_replaced_after_its_header_is_told_as_changed(tmp_path, monkeypatch, scheduler):
+    # its rows, read at the old header's offsets, were blamed as malformed ("row N has M
+    # values, expected ncols=...") when the replacement came before the output's check
+    import pipelines.ingest as ingest_module
+    from terrain.errors import InputError
+    dem = write_asc(tmp_path / "dem.asc", np.arange(30 * 40, dtype=np.float32).reshape(30, 40))
+    replaced_after_its_header(monkeypatch, ingest_module, "open_grid", dem)
+    with pytest.raises(InputError, match="changed while this run read it"):
+        ingest(dem, tmp_path / "e.zarr", tile=16, scheduler=scheduler)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc"]

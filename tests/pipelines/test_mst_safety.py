@@ -176,3 +176,17 @@ def test_a_small_job_starts_neither_numba_nor_dask(tmp_path):
     want, _ = ref_kruskal(zarr.open_array(str(tmp_path / "s.zarr"), path="elevation")[:])
     assert np.array_equal(mask_ids(zarr.open_array(str(tmp_path / "s.zarr"), path="mst")[:]),
                           want)
+
+
+@pytest.mark.parametrize("in_core", ["auto", False])
+def test_input_replaced_after_its_header_is_told_as_changed(tmp_path, monkeypatch, in_core):
+    # a parse error of the new file's rows at the old header's offsets was the message
+    import pipelines.mst as mst
+    from grids import replaced_after_its_header, write_asc
+    from terrain.errors import InputError
+    dem = write_asc(tmp_path / "dem.asc", np.arange(30 * 40, dtype=np.float32).reshape(30, 40))
+    replaced_after_its_header(monkeypatch, mst, "_open_input", dem)
+    with pytest.raises(InputError, match="dem.asc: changed while this run read it"):
+        mst.run_mst(dem, tmp_path / "m.zarr", tile=16, backend="cpu", scheduler="synchronous",
+                    in_core=in_core)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc"]
