@@ -1,11 +1,13 @@
 """``terrain batch ingest|mst|cost-distance|fill|flow INPUTS... -o OUTDIR``: one command over many
 rasters, one cluster.
 
-Inputs are globs (expanded here: quote them), directories (their raster files) or manifest
+Inputs are globs (expanded here: quote them), directories (their raster files, links to
+missing ones and tile stores: each gets a row, its run says what it makes of it) or manifest
 files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII grid: one path a line, ``#``
 comments). The files run one after the other on one scheduler, each as its own graph; every
 file gets a line in ``OUTDIR/manifest.json`` and ``.csv`` (``done``, ``failed`` or
-``skipped``), rewritten atomically after each file. A rerun skips files whose output is there
+``skipped``; ``pending`` before its run), written atomically before the first file and after
+each. A rerun skips files whose output is there
 and whose input and parameters (:func:`_file_params`) are unchanged. Exit status 1 when any
 file failed. New batch commands add one entry to :data:`RUNNERS`; options that hold for every
 file are checked before any runs (:data:`CHECKS`). Design: docs/scale.md, "Batches".
@@ -23,7 +25,7 @@ from pathlib import Path
 from terrain.io.outputs import OutputExists, atomic_output, hold_lock, input_identity, real_path
 from terrain.io.remote import is_url
 from terrain.errors import InputError
-from terrain.tiles.store import check_tile_size
+from terrain.tiles.store import check_tile_size, is_store
 
 from .cluster import LOCAL_SCHEDULERS, check_inputs_on_workers, open_scheduler, remote_input
 
@@ -206,14 +208,17 @@ def expand_inputs(specs):
     files, seen = [], set()
     for spec in specs:
         p = Path(spec)
-        if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and not q.name.startswith(".")
-                           and q.suffix.lower() in RASTER_SUFFIXES)
-        elif p.is_file():
-            found = _read_manifest(p) if _is_manifest(p) else [p]
+        if p.is_dir() and not is_store(p):
+            # a link to nowhere and a tile store are inputs too: the run of each says what
+            # it makes of them (its reader's line, or the command's result), none is dropped
+            found = sorted(q for q in p.iterdir() if not q.name.startswith(".") and (
+                is_store(q) or (q.is_file() or q.is_symlink() and not q.exists())
+                and q.suffix.lower() in RASTER_SUFFIXES))
+        elif p.is_file() or is_store(p):
+            found = _read_manifest(p) if p.is_file() and _is_manifest(p) else [p]
         else:
             found = [Path(q) for q in sorted(glob.glob(os.path.expanduser(str(spec))))]
-            found = [q for q in found if not q.is_dir()]
+            found = [q for q in found if not q.is_dir() or is_store(q)]
         if not found:
             raise InputError(f"{spec}: no such file, directory or matching files")
         for q in found:
@@ -374,22 +379,21 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
     t_batch = time.perf_counter()
-    with open_scheduler(scheduler):
-        made = [d for d in (outdir, tifs) if d is not None and not d.exists()]
-        for d in made:  # once the scheduler answered: a bad address leaves no folder
+    made = [d for d in (outdir, tifs) if d is not None and not d.exists()]
+    try:
+        for d in made:  # before the scheduler starts: a folder refused is one line, no more
             _prepare_outdir(d)
-        try:
-            # one batch at a time in a folder: two at once would clash output by output and
-            # rewrite each other's manifest
-            with hold_lock(outdir / "batch", "another terrain batch is writing into this "
-                                             "folder", shown=outdir):
-                return _run_files(command, runner, files, outputs, outdir, args, inner,
-                                  progress, t_batch)
-        except BaseException:
-            for d in made:
-                if not any(d.iterdir()):  # a folder of ours with nothing in it
-                    d.rmdir()
-            raise
+        # one batch at a time in a folder: two at once would clash output by output and
+        # rewrite each other's manifest
+        with hold_lock(outdir / "batch", "another terrain batch is writing into this "
+                                         "folder", shown=outdir), open_scheduler(scheduler):
+            return _run_files(command, runner, files, outputs, outdir, args, inner,
+                              progress, t_batch)
+    except BaseException:
+        for d in made:
+            if d.is_dir() and not any(d.iterdir()):  # a folder of ours with nothing in it
+                d.rmdir()  # (a bad scheduler's address leaves none)
+        raise
 
 
 def _made_output(row):
@@ -445,6 +449,9 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                if (row.get("real_input") or row.get("input")) not in mine
                and _made_output(row)
                and Path(row.get("real_output") or row.get("output") or "").exists()]
+    # every file recorded before the first starts: a batch killed in it leaves its manifest
+    _write_manifest(outdir, command, [_not_yet(previous, f, o) for f, o in zip(files, outputs)],
+                    earlier)
     rows = []
     for n, (inp, out) in enumerate(zip(files, outputs), 1):
         ident = list(input_identity(inp))

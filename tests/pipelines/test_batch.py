@@ -491,7 +491,7 @@ def test_an_interrupted_batch_keeps_the_records_of_the_files_it_did_not_reach(tm
     assert run_terrain(*argv, cwd=tmp_path).returncode == 0
     write_synth(d / "a.asc", 20, 30, seed=3)
     run_killed([a.replace("d", str(d)).replace("out", str(tmp_path / "out")) if a in ("d", "out")
-                else a for a in argv], "pipelines.batch", "_write_manifest", 1)
+                else a for a in argv], "pipelines.batch", "_write_manifest", 2)
     rows = _manifest(tmp_path / "out")
     assert [rows[n]["status"] for n in ("a.asc", "b.asc", "c.asc")] == ["done", "done", "done"]
     proc = run_terrain(*argv, cwd=tmp_path)
@@ -520,3 +520,69 @@ def test_a_damaged_output_is_not_skipped_as_done(tmp_path):
         "redoes it" in row["error"], row
     assert run_terrain(*argv, "--overwrite", cwd=tmp_path).returncode == 0
     assert shard.exists()
+
+
+def test_a_batch_killed_in_its_first_file_leaves_every_file_pending(tmp_path):
+    """Killed as its first file's run returned, before its row: no manifest at all, though
+    files not reached are recorded 'pending'. It is written before the first file starts."""
+    from terrain.io import write_synth
+    for name, seed in (("a.asc", 1), ("b.asc", 2)):
+        write_synth(tmp_path / name, 20, 30, seed=seed)
+    run_killed(["batch", "ingest", str(tmp_path / "a.asc"), str(tmp_path / "b.asc"), "-o",
+                str(tmp_path / "out"), "--tile", "16", "--scheduler", "synchronous"],
+               "pipelines.ingest", "ingest", 1)
+    rows = _manifest(tmp_path / "out")
+    assert {n: r["status"] for n, r in rows.items()} == {"a.asc": "pending", "b.asc": "pending"}
+    proc = run_terrain("batch", "ingest", "a.asc", "b.asc", "-o", "out", "--tile", "16",
+                       "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 1  # a's output is there, unrecorded: not replaced
+    assert {n: r["status"] for n, r in _manifest(tmp_path / "out").items()} == {
+        "a.asc": "failed", "b.asc": "done"}
+
+
+def test_a_folders_broken_links_and_stores_each_get_a_row(tmp_path, rasters):
+    """A link to nowhere and a tile store in an input folder were left out without a word;
+    each is an input now: the link fails with its reader's line, the store runs (mst takes
+    stores) or fails saying why (ingest does not)."""
+    (rasters / "broken.asc").unlink()
+    (rasters / "dangling.asc").symlink_to("nowhere.asc")
+    proc = run_terrain("ingest", rasters / "a.asc", "-o", rasters / "s.zarr", "--tile", "64",
+                       cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = run_terrain("batch", "mst", "rasters", "-o", "out", "--tile", "64", "--scheduler",
+                       "synchronous", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert {n: r["status"] for n, r in rows.items()} == {
+        "a.asc": "done", "b.tif": "done", "c.grass": "done", "dangling.asc": "failed",
+        "s.zarr": "done"}
+    assert rows["dangling.asc"]["error"] == "rasters/dangling.asc: no such file"
+    masks = [np.asarray(zarr.open_group(str(tmp_path / rows[n]["output"]), mode="r")["mst"][:])
+             for n in ("s.zarr", "a.asc")]
+    assert masks[0].tobytes() == masks[1].tobytes()  # the store's forest is its source's
+    proc = run_terrain("batch", "ingest", "rasters", "-o", "out2", "--tile", "64",
+                       "--scheduler", "synchronous", cwd=tmp_path)
+    rows = _manifest(tmp_path / "out2")
+    assert rows["s.zarr"]["status"] == "failed" and "s.zarr" in rows["s.zarr"]["error"]
+
+
+def test_batch_checks_its_output_folder_before_it_starts_a_scheduler(tmp_path, monkeypatch):
+    """A folder it cannot create was refused after the scheduler started (its dashboard
+    line printed first)."""
+    import pipelines.batch as batch
+    from argparse import Namespace
+    from terrain.errors import InputError
+    started = []
+    monkeypatch.setattr(batch, "open_scheduler", lambda *a, **k: started.append(a) or
+                        pytest.fail("scheduler started"))
+    made = Path.mkdir
+
+    def refused(self, *a, **k):
+        if self.name == "bo":
+            raise PermissionError(13, "Permission denied")
+        return made(self, *a, **k)
+    monkeypatch.setattr(Path, "mkdir", refused)
+    with pytest.raises(InputError, match="bo: cannot create it \\(Permission denied\\)"):
+        batch.run_batch("ingest", [str(SAMPLE)], tmp_path / "bo",
+                        Namespace(tile=64, overwrite=False), scheduler="local")
+    assert started == [] and list(tmp_path.iterdir()) == []
