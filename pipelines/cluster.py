@@ -14,6 +14,7 @@ import re
 import sys
 import warnings
 
+from terrain import native
 from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "run_as_completed", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
@@ -452,7 +453,8 @@ def run_as_completed(fn, prepare, first, after, label="terrain"):
                     arrived.update(start())
     except BaseException as e:
         if client is None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            with native.tasks_stopped():
+                pool.shutdown(wait=True, cancel_futures=True)
         else:
             _stop(client, list(running), e, client.scheduler.address)
         raise
@@ -491,7 +493,8 @@ def _compute_locally(collections, progress, ready_order=None, on_failure=None):
     except BaseException:
         if on_failure is not None:
             on_failure()
-        pool.shutdown(wait=True, cancel_futures=True)
+        with native.tasks_stopped():  # the running tasks' kernels return early
+            pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
         pool.shutdown(wait=False)
@@ -528,7 +531,8 @@ def _cancel(client, futures, lost=False):
         with contextlib.suppress(Exception):
             client.close(timeout=2)
         return
-    with contextlib.suppress(Exception):
+    # the in-process cluster's tasks stop early (one given by address: as their kernels end)
+    with contextlib.suppress(Exception), native.tasks_stopped():
         client.cancel(futures, force=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and any(client.run(_executing).values()):

@@ -11,6 +11,7 @@ vertex with no neighbour in another supervertex is inactive for good. The tile-l
 import numba
 import numpy as np
 
+from .. import native
 from ..backend import get_backend
 from ..errors import InputError
 
@@ -23,7 +24,7 @@ _NB_DC = np.array([1, 0, 1, -1, -1, 0, -1, 1], np.int64)
 _DR = np.array([0, 1, 1, 1], np.int64)
 _DC = np.array([1, 0, 1, -1], np.int64)
 
-from .kernels import edge_weight  # noqa: E402  (after the tables: numba reads globals at compile)
+from .kernels import edge_weight, stopped  # noqa: E402  (after the tables: numba reads globals at compile)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -153,8 +154,10 @@ def _boruvka_tile_cpu(z, conn8, model, hlen, mask):
 
 
 @numba.njit(cache=True, nogil=True)
-def _boruvka_batch_cpu(elev, conn8, model, hlen, mask):
+def _boruvka_batch_cpu(elev, conn8, model, hlen, mask, stop):
     for b in range(elev.shape[0]):
+        if stopped(stop):  # the run is stopping (terrain.native.task_stop)
+            return
         _boruvka_tile_cpu(elev[b], conn8, model, hlen, mask[b])
 
 
@@ -194,5 +197,6 @@ def boruvka_tiles(elev, connectivity, model, hlen, backend=None):
     z = np.ascontiguousarray(elev, dtype=np.float32)
     mask = np.zeros(z.shape, np.uint8)
     _boruvka_batch_cpu(z, 1 if int(connectivity) == 8 else 0, int(model),
-                       np.asarray(hlen, np.float64), mask)
+                       np.asarray(hlen, np.float64), mask, native.task_stop())
+    native.check_stopped()
     return mask

@@ -8,9 +8,12 @@ with keys ``(distance, allocation, hops)``.
 import numpy as np
 from numba import njit, prange
 
+from .. import native
+
 from ._costs_cpu import arc_cost, pair_factor, quad_factor, window_arc_factor
 from ._tournament import INT_INF, key_less, tt_alloc, tt_lower, tt_pop, tt_seed
 from .costs import ARC_DC, ARC_DR, KNIGHT_MID
+from .kernels import stopped
 
 __all__ = ["TiledCpuOps", "boundary_pairs_cpu", "windows_dijkstra_cpu", "window_dijkstra_cpu",
            "graphs_pairs_cpu", "graph_dijkstra", "graph_dijkstra_paged", "page_to_evict",
@@ -76,16 +79,17 @@ def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
+def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h, stop):
     """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j (of ``bidx``)
-    from boundary cell s, on paths inside the tile."""
+    from boundary cell s, on paths inside the tile. Tiles not started once ``stop[0]`` is
+    set are skipped (:func:`terrain.native.task_stop`)."""
     n, T, _ = z.shape
     off = np.empty(codes.shape[0], np.int64)
     for kk in range(codes.shape[0]):
         off[kk] = ARC_DR[codes[kk]] * T + ARC_DC[codes[kk]]
     for t in prange(n):
         B = bcount[t]
-        if B == 0:
+        if B == 0 or stopped(stop):
             continue
         kd, ka, kh, win = tt_alloc(T * T)
         ld = np.empty(T * T, np.float64)
@@ -107,14 +111,17 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
+def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh, stop):
     """Seeded Dijkstra on a batch of windows: ``ld, la, lh`` (n, H*W) hold the seeds and
-    receive the labels; only ``inner`` cells change."""
+    receive the labels; only ``inner`` cells change. Windows not started once ``stop[0]``
+    is set are skipped."""
     n, H, W = z.shape
     off = np.empty(codes.shape[0], np.int64)
     for kk in range(codes.shape[0]):
         off[kk] = ARC_DR[codes[kk]] * W + ARC_DC[codes[kk]]
     for t in prange(n):
+        if stopped(stop):
+            continue
         kd, ka, kh, win = tt_alloc(H * W)
         wt = _arc_table(z[t], f[t], inner[t], codes, model, lengths)
         _window_dijkstra(wt, off, ld[t], la[t], lh[t], kd, ka, kh, win)
@@ -125,7 +132,8 @@ def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
     H, W = z.shape
     bd, ba, bh = ld.reshape(1, -1), la.reshape(1, -1), lh.reshape(1, -1)
     windows_dijkstra_cpu(z.reshape(1, H, W), f.reshape(1, H, W), inner.reshape(1, H, W),
-                         codes, model, lengths, bd, ba, bh)
+                         codes, model, lengths, bd, ba, bh, native.task_stop())
+    native.check_stopped()
 
 
 @njit(cache=True, nogil=True)
@@ -170,11 +178,14 @@ def graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
 
 @njit(cache=True, nogil=True, parallel=True)
 def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize, moff,
-                     mat_d, mat_h, cptr, cdst, cw, out_d, out_h):
+                     mat_d, mat_h, cptr, cdst, cw, out_d, out_h, stop):
     """Phase 2 bottom-up on a batch of concatenated node graphs: pair ``p`` runs a Dijkstra
     from boundary cell ``psrc[p]`` of node ``pnode[p]`` and writes that row of the node's
-    matrices at ``out_*[obase[n]:]``."""
+    matrices at ``out_*[obase[n]:]``. Pairs not started once ``stop[0]`` is set are skipped
+    (:func:`terrain.native.task_stop`)."""
     for p in prange(pnode.shape[0]):
+        if stopped(stop):
+            continue
         n = pnode[p]
         v0, v1 = vbase[n], vbase[n + 1]
         t0, t1 = tbase[n], tbase[n + 1]
@@ -375,16 +386,20 @@ class TiledCpuOps:
         out_d = np.full((n, bmax, bmax), _INF)
         out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
         if count.any():
-            boundary_pairs_cpu(zb, fb, bidx, count, codes, model, lengths, out_d, out_h)
+            boundary_pairs_cpu(zb, fb, bidx, count, codes, model, lengths, out_d, out_h,
+                               native.task_stop())
+            native.check_stopped()
         return out_d, out_h
 
     def graphs_pairs(self, *args):
         """The bottom-up Dijkstras of a batch of nodes (:func:`graphs_pairs_cpu`)."""
-        graphs_pairs_cpu(*args)
+        graphs_pairs_cpu(*args, native.task_stop())
+        native.check_stopped()
 
     def windows_dijkstra(self, *args):
         """Seeded Dijkstras on a batch of windows (:func:`windows_dijkstra_cpu`)."""
-        windows_dijkstra_cpu(*args)
+        windows_dijkstra_cpu(*args, native.task_stop())
+        native.check_stopped()
 
     #: the top is solved by the paged Dijkstra on the host
     top_solve = None

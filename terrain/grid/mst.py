@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import native
 from ..backend import array_backend, get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
@@ -152,6 +153,7 @@ def _tile_batches(spec, z_block, window, group_level, times):
     graphs = {}
     model, hlen = spec.model, spec.hlen
     for t, win in enumerate(shard_windows(spec.shape, T, window)):
+        native.check_stopped()  # a group's tiles: seconds under load
         a, b, w, rep, forest_w = reduce_tile(masks[t], batch[t], win, spec.shape, model, hlen)
         forest_sum.add(forest_w)
         forest_edges += forest_w.shape[0]

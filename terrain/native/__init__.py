@@ -8,6 +8,7 @@ process more start-up than a small command's whole work (docs/architecture.md, "
 notes").
 """
 
+import contextlib
 import ctypes
 import hashlib
 import importlib.machinery
@@ -19,7 +20,7 @@ import threading
 from pathlib import Path
 
 __all__ = ["load_library", "declared", "address", "threads", "interruptible", "in_strips",
-           "compile_library",
+           "Stopped", "task_stop", "check_stopped", "tasks_stopped", "compile_library",
            "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME", "PARALLEL_MIN"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
@@ -31,6 +32,7 @@ BUILT_NAME = "_kernels"
 
 _lib = None
 _lib_lock = threading.Lock()
+_task_stop = []
 
 #: below this much work (bytes, edges, arcs, cells) a kernel runs on the calling thread: a
 #: pool costs more than it shares
@@ -183,12 +185,17 @@ def interruptible(kernel, *args):
     SIGTERM (handled in the main thread, which a ctypes call would hold for the whole run)
     sets ``stop`` (a one-byte NumPy flag the kernel polls) and the kernel returns within
     milliseconds; the interruption is then raised here. Called from another thread (a task's),
-    the kernel runs right there."""
+    the kernel runs right there on the tasks' flag (:func:`task_stop`), and :class:`Stopped`
+    is raised when that was set."""
     import numpy as np
 
-    stop = np.zeros(1, np.uint8)
     if threading.current_thread() is not threading.main_thread():
-        return kernel(*args, stop)  # signals reach the main thread only: nothing to wait for
+        # signals reach the main thread only: a task's kernel polls the flag that a stopping
+        # run sets while it waits for its tasks (tasks_stopped)
+        result = kernel(*args, task_stop())
+        check_stopped()
+        return result
+    stop = np.zeros(1, np.uint8)
     result, finished = [], threading.Event()
 
     def run():
@@ -233,6 +240,42 @@ def in_strips(bounds, work):
             return list(pool.map(lambda s: work(s, stop), range(k)))
 
     return interruptible(run)
+
+
+class Stopped(BaseException):
+    """A task's kernel returned early because its run is stopping (:func:`tasks_stopped`):
+    what it computed is unfinished. A BaseException, as the signal that stopped the run."""
+
+
+def task_stop():
+    """The stop flag (a one-byte NumPy array) that the kernels of tasks poll, in threads that
+    no signal reaches: set while a stopping run waits for its running tasks."""
+    if not _task_stop:
+        import numpy as np
+        with _lib_lock:
+            if not _task_stop:
+                _task_stop.append(np.zeros(1, np.uint8))
+    return _task_stop[0]
+
+
+def check_stopped():
+    """Raise :class:`Stopped` when the run is stopping: called by a task after a kernel that
+    polls :func:`task_stop` and between the steps of a loop."""
+    if task_stop()[0]:
+        raise Stopped()
+
+
+@contextlib.contextmanager
+def tasks_stopped():
+    """Within the block the tasks' kernels and loops stop (:func:`task_stop` set): a run that
+    an error or a signal ends waits for its running tasks here, milliseconds instead of
+    their whole blocks; cleared after, for the process's next run."""
+    flag = task_stop()
+    flag[0] = 1
+    try:
+        yield
+    finally:
+        flag[0] = 0
 
 
 def _stop_and_wait(stop, finished):

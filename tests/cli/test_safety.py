@@ -211,6 +211,31 @@ def test_signal_mid_run_cleans_up(tmp_path, big_grid, sig, status, word):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
+def test_a_signal_stops_the_running_tasks_kernels(tmp_path):
+    # the tiled index's Dijkstras of a 512-cell group's boundary graphs run for minutes on a
+    # loaded machine in a task thread, which no signal reaches: they poll the flag that the
+    # stopping run sets, and the process ends within a second or two, not after them
+    from terrain.io import write_synth
+    write_synth(tmp_path / "d.asc", 1024, 1024, seed=3, nodata=0.02)
+    proc = _start(["cost-distance", "d.asc", "--source-cell", "512,512", "--algorithm", "tiled",
+                   "--backend", "cpu", "-o", "c.zarr", "--scheduler", "threads"], tmp_path)
+    _wait_for(".c.zarr.partial-*/sssp_index", tmp_path, proc)
+    time.sleep(1.5)  # the groups' index tasks under way
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("still running 10 s after SIGTERM") from None
+    assert proc.returncode == 143, err
+    assert time.monotonic() - t0 < 10
+    assert err.strip().splitlines() == ["terrain: terminated"], err
+    assert os.listdir(tmp_path) == ["d.asc"]
+
+
 def _mst_arrays(path):
     g = zarr.open_group(str(path), mode="r")
     return {k: np.asarray(g[k][:]) for k in ("elevation", "mst")}, dict(g.attrs["mst"])

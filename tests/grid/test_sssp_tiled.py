@@ -394,7 +394,7 @@ def test_phase1_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, mo
         cpu_d = np.full((len(wins), bmax, bmax), np.inf)
         cpu_h = np.full((len(wins), bmax, bmax), 2**31 - 1, np.int32)
         boundary_pairs_cpu(zb, fb, bidx, count, spec.codes, spec.model, spec.lengths, cpu_d,
-                           cpu_h)
+                           cpu_h, np.zeros(1, np.uint8))
         sd, sh = boundary_pairs_gpu(be, zb, fb, bidx, count, spec.codes, spec.model,
                                     spec.lengths, kernel="shared")
         qd, qh = boundary_pairs_gpu(be, zb, fb, bidx, count, spec.codes, spec.model,
@@ -437,7 +437,7 @@ def test_phase3_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, mo
     args = (z, f, inner, arc_codes(connectivity), cost_model_code(model_name),
             arc_lengths((1.0, 1.0)))
     want = [a.copy() for a in (ld, la, lh)]
-    windows_dijkstra_cpu(*args, *want)
+    windows_dijkstra_cpu(*args, *want, np.zeros(1, np.uint8))
     kernels = ("shared", "queue") if 8 * H * W * len(args[3]) + 16 * H * W <= 48 << 10 \
         else ("queue",)
     for kern in kernels:
