@@ -17,7 +17,6 @@ import csv
 import glob
 import io
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -217,7 +216,7 @@ def expand_inputs(specs):
         elif p.is_file() or is_store(p):
             found = _read_manifest(p) if p.is_file() and _is_manifest(p) else [p]
         else:
-            found = [Path(q) for q in sorted(glob.glob(os.path.expanduser(str(spec))))]
+            found = [Path(q) for q in sorted(glob.glob(str(spec)))]
             found = [q for q in found if not q.is_dir() or is_store(q)]
         if not found:
             raise InputError(f"{spec}: no such file, directory or matching files")

@@ -47,9 +47,11 @@ MAX_SYMLINKS = 40
 
 
 def real_path(path):
-    """Absolute path with ``~``, ``.``, ``..`` and symlinks resolved as the kernel resolves
-    them, component by component (``link/..`` is the parent of the link's *target*), so that
+    """Absolute path with ``.``, ``..`` and symlinks resolved as the kernel resolves them,
+    component by component (``link/..`` is the parent of the link's *target*), so that
     what is checked is what is written; components after the first missing one stay as written.
+    ``~`` is a name like any other, as the kernel reads it (the shell expands an unquoted one):
+    expanded here alone, the checks would pass on one file and the writer open another.
 
     Examples
     --------
@@ -62,7 +64,7 @@ def real_path(path):
     >>> real_path(d / "nosuch" / ".." / "x") == d / "nosuch" / ".." / "x"
     True
     """
-    text = os.path.expanduser(os.fspath(path))
+    text = os.fspath(path)
     if not os.path.isabs(text):
         text = os.path.join(os.getcwd(), text)
     return Path(_resolve(text, path, [0]))

@@ -88,3 +88,46 @@ def test_real_path_follows_the_link_before_dotdot(tmp_path):
         tmp_path / "w" / "link" / ".." / "f"))
     if sys.platform.startswith("linux"):
         assert real_path("/proc/self/..") == real_path("/proc")
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """``tmp_path/w`` holding ``g.asc``, its store and a graph; ``$HOME`` is ``tmp_path/home``."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "w").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for argv in (["synth", "--rows", "30", "--cols", "40", "-o", "g.asc"],
+                 ["ingest", "g.asc", "-o", "g.zarr", *SYNC]):
+        assert run_terrain(*argv, cwd=tmp_path / "w").returncode == 0
+    (tmp_path / "w" / "e.txt").write_text("0 1 1\n1 2 1\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv", [
+    ["ingest", "g.asc", "-o", "~/q.zarr", *SYNC],
+    ["synth", "--rows", "30", "--cols", "40", "-o", "~/s.asc"],
+    ["mst", "g.asc", "-o", "~/m.zarr", *SYNC],
+    ["fill", "g.asc", "-o", "~/f.zarr", *SYNC],
+    ["flow", "g.asc", "-o", "~/w.zarr", *SYNC],
+    ["cost-distance", "g.asc", "--source-cell", "1,1", "-o", "~/c.zarr", *SYNC],
+    ["plot", "g.zarr", "-o", "~/p.png"],
+    ["sssp", "e.txt", "--source", "1", "--out", "~/d.npy"],
+])
+def test_a_quoted_tilde_is_a_folder_name(home, argv):
+    """A ``~`` the shell left (quoted) names the folder ``~``, as the kernel reads it: the
+    output was checked under $HOME but written under ./~ (or the reverse), publishing a
+    store and then failing on it, or writing into $HOME."""
+    before = snapshot(home)
+    proc = run_terrain(*argv, cwd=home / "w")
+    assert_one_line_error(proc, "cannot write there, directory ")
+    assert f"{home.resolve() / 'w' / '~'} does not exist" in proc.stderr
+    assert snapshot(home) == before
+
+
+def test_a_folder_named_tilde_is_read_and_written(home):
+    (home / "w" / "~").mkdir()
+    os.replace(home / "w" / "g.asc", home / "w" / "~" / "dem.asc")
+    proc = run_terrain("ingest", "~/dem.asc", "-o", "~/dem.zarr", *SYNC, cwd=home / "w")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(home / "w" / "~")) == ["dem.asc", "dem.zarr"]
+    assert os.listdir(home / "home") == []
