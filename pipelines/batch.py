@@ -23,7 +23,7 @@ from pathlib import Path
 
 from terrain.io.outputs import OutputExists, atomic_output, hold_lock, input_identity, real_path
 from terrain.io.remote import is_url
-from terrain.errors import InputError
+from terrain.errors import InputError, cannot_read
 from terrain.tiles.store import check_tile_size, is_store
 
 from .cluster import LOCAL_SCHEDULERS, check_inputs_on_workers, open_scheduler, remote_input
@@ -210,9 +210,12 @@ def expand_inputs(specs):
         if p.is_dir() and not is_store(p):
             # a link to nowhere and a tile store are inputs too: the run of each says what
             # it makes of them (its reader's line, or the command's result), none is dropped
-            found = sorted(q for q in p.iterdir() if not q.name.startswith(".") and (
-                is_store(q) or (q.is_file() or q.is_symlink() and not q.exists())
-                and q.suffix.lower() in RASTER_SUFFIXES))
+            try:
+                found = sorted(q for q in p.iterdir() if not q.name.startswith(".") and (
+                    is_store(q) or (q.is_file() or q.is_symlink() and not q.exists())
+                    and q.suffix.lower() in RASTER_SUFFIXES))
+            except OSError as e:  # a folder that may not be listed
+                raise cannot_read(spec, e) from None
         elif p.is_file() or is_store(p):
             found = _read_manifest(p) if p.is_file() and _is_manifest(p) else [p]
         else:

@@ -10,7 +10,7 @@ import os
 import sys
 import warnings
 
-__all__ = ["InputError", "TerrainWarning", "where", "warn", "naming"]
+__all__ = ["InputError", "TerrainWarning", "where", "warn", "naming", "cannot_read"]
 
 #: the installed packages' folders: a warning names the first line outside them
 _PACKAGES = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name)
@@ -24,6 +24,16 @@ class InputError(ValueError):
 def where(path, line=None):
     """Return ``"path"`` or ``"path:line"`` for the start of an error message."""
     return f"{path}:{line}" if line is not None else f"{path}"
+
+
+def cannot_read(path, error):
+    """The :class:`InputError` for the file or folder ``path`` the kernel would not read
+    (``error``: its :class:`OSError`, unreadable or untraversable).
+
+    >>> cannot_read("s.zarr/elevation/c/0/0", PermissionError(13, "Permission denied"))
+    InputError('s.zarr/elevation/c/0/0: cannot read (Permission denied)')
+    """
+    return InputError(f"{path}: cannot read ({error.strerror or error})")
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, cannot_read
 from .remote import is_remote, store_for
 
 __all__ = ["open_group", "open_array", "Group", "Array", "consolidate", "codec", "as_codec",
@@ -165,6 +165,8 @@ def _read(folder):
         doc = json.loads(path.read_text())
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as e:  # unreadable (or its folder untraversable): no node is not the answer
+        raise cannot_read(path, e) from None
     except (ValueError, UnicodeDecodeError):  # JSONDecodeError is a ValueError
         raise InputError(f"{path}: not valid JSON (the store is damaged)") from None
     if not isinstance(doc, dict):
@@ -236,7 +238,7 @@ class Group:
         return f"<terrain Group {self.root}>"
 
     def __contains__(self, name):
-        return (self.root / name / ZARR_JSON).is_file()
+        return _read(self.root / name) is not None
 
     def __getitem__(self, name):
         doc = _read(self.root / name)
@@ -255,7 +257,11 @@ class Group:
         if not self.root.is_dir():
             return []
         out = []
-        for entry in sorted(os.listdir(self.root)):
+        try:
+            entries = sorted(os.listdir(self.root))
+        except OSError as e:
+            raise cannot_read(self.root, e) from None
+        for entry in entries:
             if entry.startswith(".") or not (self.root / entry).is_dir():
                 continue
             doc = _read(self.root / entry)

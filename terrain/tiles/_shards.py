@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import native
-from ..errors import InputError
+from ..errors import InputError, cannot_read
 from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 from ..io.zarr_meta import blosc
 
@@ -465,6 +465,8 @@ def _open_shard(layout, si, sj):
             raise InputError(f"{layout.file(si, sj)}: shard missing (the store is damaged: "
                              "its inventory lists it)") from None
         return None
+    except OSError as e:
+        raise cannot_read(layout.file(si, sj), e) from None
 
 
 def read_shard(layout, si, sj, out, r0=0, c0=0):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, cannot_read
 from ..io.georef import crs_wkt, write_georeference
 from ..io.remote import (input_fingerprint, is_remote, is_url, store_for, store_state,
                          url_inventory, zarr_store)
@@ -311,7 +311,10 @@ def is_store(path):
     if is_remote(path):
         return store_state(path) == "store"
     p = Path(path)
-    return p.is_dir() and (p / "zarr.json").exists()
+    try:
+        return p.is_dir() and (p / "zarr.json").exists()
+    except OSError as e:  # a folder on the way that may not be searched
+        raise cannot_read(e.filename or path, e) from None
 
 
 def result_dem(path, group, source, required=True):

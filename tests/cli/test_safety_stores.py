@@ -7,9 +7,11 @@ finished, an inventory of their shard files in every sharded array's attributes
 inventory, the shape and the tile geometry before any work.
 """
 
+import errno
 import json
 import os
 import shutil
+import socket
 
 import numpy as np
 import pytest
@@ -109,6 +111,49 @@ def test_a_layer_given_for_its_store_says_so(copy):
         proc = run_terrain(*argv, cwd=copy)
         assert_one_line_error(proc, "terrain: s.zarr/elevation: a layer of the store s.zarr, "
                                     "not a store (give s.zarr)")
+    assert sorted(os.listdir(copy)) == ["s.zarr"]
+
+
+def _unreadable(path, monkeypatch):
+    """Make the file ``path`` one the kernel will not open: mode 000, or, where the tests run
+    as root (whom no mode stops), a Unix socket in its place; the strerror it gives."""
+    if os.geteuid() != 0:
+        path.chmod(0)
+        return "Permission denied"
+    path.unlink()
+    monkeypatch.chdir(path.parent)  # a socket's address is at most 107 bytes
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(path.name)
+    return os.strerror(errno.ENXIO)
+
+
+def test_an_unreadable_array_document_is_one_line(copy, monkeypatch):
+    """An array's zarr.json that cannot be read (its folder mode 000): a PermissionError
+    traceback before, exit 1, or the layer taken as absent."""
+    proc = run_terrain("cost-distance", "s.zarr", "--source-cell", "1,1", "-o", "cz", *SYNC,
+                       cwd=copy)
+    assert proc.returncode == 0, proc.stderr
+    said = _unreadable(copy / "cz" / "distance" / "zarr.json", monkeypatch)
+    for argv in (["info", "cz"], ["verify", "cz"], ["plot", "cz", "-o", "p.png"],
+                 ["path", "cz", "--to-cell", "5,5", "-o", "p.fgb"]):
+        proc = run_terrain(*argv, cwd=copy)
+        assert_one_line_error(proc, f"terrain: cz/distance/zarr.json: cannot read ({said})")
+    assert sorted(os.listdir(copy)) == ["cz", "s.zarr"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["mst", "s.zarr", "-o", "out.zarr", *SYNC],
+    ["fill", "s.zarr", "-o", "out.zarr", *SYNC],
+    ["cost-distance", "s.zarr", "--source-cell", "1,1", "-o", "out.zarr", *SYNC],
+    ["mst", "s.zarr", "-o", "out.zarr", "--scheduler", "local"],  # read on a worker
+])
+def test_an_unreadable_shard_is_one_line(copy, argv, monkeypatch):
+    said = _unreadable(copy / "s.zarr" / "elevation" / "c" / "1" / "0", monkeypatch)
+    proc = run_terrain(*argv, cwd=copy, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"terrain: s.zarr/elevation/c/1/0: cannot read ({said})")
     assert sorted(os.listdir(copy)) == ["s.zarr"]
 
 

@@ -416,6 +416,29 @@ def test_a_folder_that_takes_no_lock_file_is_one_line(tmp_path):
         assert proc.stderr.strip() == "terrain: ro: cannot write there (Permission denied)"
 
 
+def test_a_folder_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch, capsys):
+    """``batch mst unr -o bo`` with ``unr`` mode 311 (searchable, not listable): the
+    PermissionError traceback of its listing before, exit 1. Where the tests run as root,
+    whom no mode stops, the listing is refused as the kernel refuses it."""
+    from cli import run_main
+    (tmp_path / "unr").mkdir()
+    (tmp_path / "unr" / "g.asc").write_text(GRASS)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "unr").chmod(0o311)
+    if os.geteuid() == 0:
+        listdir = os.listdir
+
+        def refused(path="."):
+            if Path(path) == Path("unr"):
+                raise PermissionError(13, "Permission denied", os.fspath(path))
+            return listdir(path)
+        monkeypatch.setattr(os, "listdir", refused)
+    rc, _, err = run_main(capsys, "batch", "mst", "unr", "-o", "bo")
+    (tmp_path / "unr").chmod(0o755)
+    assert (rc, err) == (2, "terrain: unr: cannot read (Permission denied)\n")
+    assert sorted(os.listdir(tmp_path)) == ["unr"]
+
+
 def _ok(*argv, cwd):
     proc = run_terrain(*argv, cwd=cwd, timeout=300)
     assert proc.returncode == 0, proc.stderr
