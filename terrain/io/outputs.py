@@ -203,7 +203,8 @@ def check_outputs(inputs, outputs, overwrite=False):
     Raises
     ------
     InputError
-        Naming the output: it is, contains or lies inside an input, is named twice, exists
+        Naming the output: it is ``-`` or a stream (a device, FIFO or socket), it is,
+        contains or lies inside an input, is named twice, exists
         without ``overwrite`` (or is a directory but no store), or has no writable
         directory; or naming an input that is not a regular file or a directory.
     """
@@ -214,6 +215,7 @@ def check_outputs(inputs, outputs, overwrite=False):
     for out in outputs:
         if out is None:
             continue
+        _check_not_stream(out)
         real = real_path(out)
         _check_against_inputs(out, real, ins)
         if real in seen:
@@ -221,6 +223,24 @@ def check_outputs(inputs, outputs, overwrite=False):
         seen[real] = out
         _check_directory(out, real)
         _check_replaceable(out, real, overwrite)
+
+
+def _check_not_stream(out):
+    """``-``, an existing device, FIFO or socket (``/dev/null``, a terminal) and this
+    process's stdout or stderr (``/dev/stdout`` when it is a file) are streams: an output is
+    renamed into place, which would make ``-`` a folder, or replace the device or the link."""
+    try:
+        st = os.stat(out)
+    except OSError:  # missing (or a dangling link): a file to be
+        st = None
+    streams = []
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            streams.append(os.fstat(fd))
+    if os.fspath(out) == "-" or st is not None and (
+            not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+            or any(os.path.samestat(st, s) for s in streams)):
+        raise InputError(f"{out}: outputs are files or stores, not streams: name a file")
 
 
 def _check_kind(given, real):

@@ -5,11 +5,12 @@ before following the link once let ``-o link/../dem.asc`` replace the input ``de
 """
 
 import os
+import subprocess
 import sys
 
 import pytest
 
-from cli import assert_one_line_error, run_terrain, snapshot
+from cli import assert_one_line_error, child_env, run_terrain, snapshot
 
 SYNC = ("--scheduler", "synchronous")
 
@@ -131,3 +132,28 @@ def test_a_folder_named_tilde_is_read_and_written(home):
     assert proc.returncode == 0, proc.stderr
     assert sorted(os.listdir(home / "w" / "~")) == ["dem.asc", "dem.zarr"]
     assert os.listdir(home / "home") == []
+
+
+@pytest.mark.parametrize("name", ["-", "fifo", "null", "stdout"])
+@pytest.mark.parametrize("argv", [
+    ["ingest", "g.asc", *SYNC],
+    ["mst", "g.asc", *SYNC],
+    ["plot", "g.zarr"],
+])
+def test_a_stream_is_no_output(home, argv, name):
+    """``-o -`` made a store folder named ``-``; ``-o /dev/stdout`` said ``cannot write in
+    /proc/N/fd``, and with --overwrite, where stdout was a file, replaced the link by a
+    store (``null``: a link to /dev/null, the device replaced the same way)."""
+    w = home / "w"
+    os.mkfifo(w / "fifo")
+    (w / "null").symlink_to(os.devnull)
+    (w / "stdout").symlink_to("/proc/self/fd/1")
+    before = snapshot(home)
+    for stdout in (subprocess.PIPE, open(home / "log", "w")):  # a pipe, a file
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", *argv, "-o", name,
+                               "--overwrite"], cwd=w, env=child_env(), stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+        assert_one_line_error(proc, f"terrain: {name}: outputs are files or stores, not "
+                                    "streams: name a file")
+        (home / "log").unlink(missing_ok=True)
+    assert snapshot(home) == before
