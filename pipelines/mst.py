@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from terrain.backend import get_backend
-from terrain.errors import InputError
+from terrain.errors import InputError, naming
 from terrain.grid.edges import WeightSum, check_weight_range
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
@@ -492,7 +492,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
     tifs = [geotiff] if geotiff else []
     done = resume and geotiffs_finished(
-        out, key, tifs, lambda store: write_geotiff(store, staged_path(geotiff), cog=cog), "mst")
+        out, key, tifs, lambda store: write_geotiff(store, staged_path(geotiff), cog=cog, shown=geotiff),
+        "mst")
     if done:
         return done
     with output_at(out, overwrite, inputs=[inp], key=key, resume=resume,
@@ -515,7 +516,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         open_group(tmp, mode="r+").attrs.update({"mst": summary})
         finish_store(tmp)
         if geotiff:  # from the partial, published after it (a failure: neither)
-            write_geotiff(tmp, staged_path(geotiff), cog=cog)
+            write_geotiff(tmp, staged_path(geotiff), cog=cog, shown=geotiff)
             summary["geotiff"] = str(geotiff)
     return summary
 
@@ -603,12 +604,14 @@ MST_BAND_DESCRIPTION = ("MST edges: bit d set = the forest holds the edge from t
                         "direction d (1 = E, 2 = S, 4 = SE, 8 = SW); 255 = nodata cell")
 
 
-def write_geotiff(store_path, tif_path, overwrite=False, cog=True):
+def write_geotiff(store_path, tif_path, overwrite=False, cog=True, shown=None):
     """Write the ``mst`` mask of an output store as a uint8 (Cloud-Optimized) GeoTIFF.
 
     Nodata cells of the DEM (the output's ``elevation``, else the source store's) are 255,
     so they never read as 0 (a valid cell owning no edge); see :mod:`terrain.io.geotiff`.
-    ``run_mst`` stages it (:func:`terrain.io.outputs.staged_path`), its name checked before.
+    ``run_mst`` stages it (:func:`terrain.io.outputs.staged_path`), its name checked before;
+    ``shown``: the name an error gives it (the GeoTIFF writer names its folder, as for the
+    several files of a ``--geotiff-dir``), by default ``tif_path``.
     """
     from terrain.io.geotiff import write_geotiff as write_layer
 
@@ -618,10 +621,12 @@ def write_geotiff(store_path, tif_path, overwrite=False, cog=True):
         valid = (store_path, "elevation")
     elif group.attrs.get("source") and is_store(group.attrs["source"]):
         valid = (group.attrs["source"], "elevation")
-    return write_layer(store_path, "mst", tif_path, read=read_block, cog=cog, nodata=255,
-                       valid_from=valid, description=MST_BAND_DESCRIPTION, resampling="nearest",
-                       tags={"E": 1, "S": 2, "SE": 4, "SW": 8, "nodata": 255},
-                       overwrite=overwrite)
+    with naming(str(Path(tif_path).parent), shown or tif_path):
+        return write_layer(store_path, "mst", tif_path, read=read_block, cog=cog, nodata=255,
+                           valid_from=valid, description=MST_BAND_DESCRIPTION,
+                           resampling="nearest",
+                           tags={"E": 1, "S": 2, "SE": 4, "SW": 8, "nodata": 255},
+                           overwrite=overwrite)
 
 
 def _format_summary(s):
