@@ -564,6 +564,10 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             notify(f"removed {shown}, left by an interrupted run")
         try:
             yield tmp
+            if tmp.is_file() and not tmp.is_symlink():
+                # the mode of any new file here: SQLite creates a GeoPackage 0644 whatever
+                # the umask, where every other writer's file follows it (0664 under 002)
+                os.chmod(tmp, 0o666 & ~_umask())
             if tmp.is_dir() and (tmp / "zarr.json").is_file():
                 seal_store(tmp)
                 if companions:
@@ -602,6 +606,18 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             _put_in_place(companions)
         if came:
             notify(f"{given}: written in full (the {came[0]} came as it was put in place)")
+
+
+def _umask():
+    """This process's umask, read without setting it (``os.umask`` sets it for every thread
+    while it reads)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):  # not Linux
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
 
 
 def _finish_swaps(target, given, notify):

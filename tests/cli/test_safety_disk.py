@@ -10,6 +10,7 @@ needs no privilege.
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 
@@ -275,3 +276,21 @@ def test_a_truncated_flatgeobuf_is_refused_not_published(tmp_path, vector_source
     assert err.startswith(f"terrain: {out}"), err
     assert out.read_bytes() == b"the user's own file"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lines.fgb"]
+
+
+@pytest.mark.parametrize("suffix", [".fgb", ".gpkg"])
+@pytest.mark.parametrize("command", sorted(VECTOR_RUNS))
+def test_vector_outputs_follow_the_umask(tmp_path, vector_sources, command, suffix):
+    """Under umask 002 a GeoPackage came out 0644 (SQLite's own mode) where every other
+    output was 0664: the mode is that of a file ``open`` creates under the same umask."""
+    def umask_002():
+        os.umask(0o002)
+    head, little, _ = VECTOR_RUNS[command]
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, head(vector_sources)),
+                           *little, "-o", f"lines{suffix}"], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=300, preexec_fn=umask_002)
+    assert proc.returncode == 0, proc.stderr
+    subprocess.run([sys.executable, "-c", "open('plain', 'w')"], cwd=tmp_path, check=True,
+                   preexec_fn=umask_002)
+    mode = stat.S_IMODE((tmp_path / f"lines{suffix}").stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "plain").stat().st_mode) == 0o664
