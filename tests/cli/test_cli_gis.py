@@ -290,18 +290,23 @@ def test_points_on_cell_edges_take_the_cell_rasterio_indexes(tmp_path, capsys):
     assert got == [tuple(int(v) for v in w) for w in want]
 
 
+def _dem_in_units(path, shape, unit, seed):
+    """A float32 GeoTIFF (UTM 17N, 30 m cells) whose band's unit type is ``unit``."""
+    z = np.random.default_rng(seed).random(shape).astype(np.float32) * 100
+    with rasterio.open(path, "w", driver="GTiff", height=shape[0], width=shape[1], count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.Affine(30, 0, 500000, 0, -30, 4000000)) as dst:
+        dst.write(z, 1)
+        dst.set_band_unit(1, unit)
+    return path
+
+
 @pytest.mark.parametrize("cost, unit", [("absdiff", "ft"), ("tobler", "s")])
 def test_units_are_the_source_bands_or_absent(tmp_path, capsys, cost, unit):
     """The elevation layer's ``units`` is the source band's unit (GDAL's unit type, read by
     rasterio), none for an ASCII grid; the cost layers' a unit or none; a GeoTIFF band with a
     unit has GDAL's unit type set (read back by rasterio)."""
-    path = tmp_path / "dem.tif"
-    z = np.random.default_rng(2).random((60, 50)).astype(np.float32) * 100
-    with rasterio.open(path, "w", driver="GTiff", height=60, width=50, count=1,
-                       dtype="float32", crs="EPSG:32617",
-                       transform=rasterio.Affine(30, 0, 500000, 0, -30, 4000000)) as dst:
-        dst.write(z, 1)
-        dst.set_band_unit(1, "ft")
+    path = _dem_in_units(tmp_path / "dem.tif", (60, 50), "ft", seed=2)
     with rasterio.open(path) as src:
         assert src.units == ("ft",)
     rc, _, err = run_main(capsys, "cost-distance", path, "--source-cell", "3,4", "--cost", cost,
@@ -328,13 +333,7 @@ def test_filled_and_depth_are_in_the_elevations_unit(tmp_path, capsys, route):
     store and as GDAL's unit type of their GeoTIFFs (they had none); codes, ids and counts
     have none."""
     import zarr
-    path = tmp_path / "dem.tif"
-    z = np.random.default_rng(3).random((40, 30)).astype(np.float32) * 50
-    with rasterio.open(path, "w", driver="GTiff", height=40, width=30, count=1,
-                       dtype="float32", crs="EPSG:32617",
-                       transform=rasterio.Affine(30, 0, 500000, 0, -30, 4000000)) as dst:
-        dst.write(z, 1)
-        dst.set_band_unit(1, "m")
+    path = _dem_in_units(tmp_path / "dem.tif", (40, 30), "m", seed=3)
     for command, layers in (("fill", ("filled", "depth", "depression")),
                             ("flow", ("filled", "direction", "accumulation"))):
         out, tifs = tmp_path / f"{command}.zarr", tmp_path / f"{command}-t"
