@@ -21,7 +21,7 @@ import warnings
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .backend import BACKEND_CHOICES  # noqa: E402 (after the thread count above)
-from .errors import InputError, TerrainWarning  # noqa: E402
+from .errors import InputError, TerrainWarning, cannot_read  # noqa: E402
 from .startup import (Terminated, bound_malloc_arenas, printable_streams, quick_exit,  # noqa: E402
                       terminate_raises)
 
@@ -708,6 +708,13 @@ def main(argv=None):
         if not isinstance(e.__cause__, (KeyboardInterrupt, Terminated)):
             raise
         return _stopped(e.__cause__)
+    except PermissionError as e:
+        # a file or folder the kernel would not let this process read or enter, wherever
+        # the first look at it is (is_dir of an input in an unenterable folder): one line
+        if e.filename is None:
+            raise
+        print(f"terrain: {cannot_read(e.filename, e)}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # the reader went away (`terrain info STORE | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -7,6 +7,7 @@ before following the link once let ``-o link/../dem.asc`` replace the input ``de
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,29 @@ def test_a_stream_is_no_output(home, argv, name):
                                     "streams: name a file")
         (home / "log").unlink(missing_ok=True)
     assert snapshot(home) == before
+
+
+@pytest.mark.parametrize("argv", [["mst", "d/g.asc", "-o", "x.zarr"],
+                                  ["fill", "d/g.asc", "-o", "x.zarr"],
+                                  ["bfs", "d/g.asc", "--source", "0"]])
+def test_an_input_in_a_folder_that_may_not_be_entered_is_one_line(tmp_path, argv):
+    """Before: a PermissionError traceback from the first look at the input (is the path a
+    folder? a graph file?), exit 1; now the one line an unreadable file gets, exit 2. As root,
+    whom no mode stops, the command runs without the capability to override modes."""
+    import shutil
+    (tmp_path / "d").mkdir()
+    shutil.copy(Path(__file__).parents[2] / "data" / "sample.asc", tmp_path / "d" / "g.asc")
+    prefix = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv: no mode stops this process")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+                  "--inh-caps=-dac_override,-dac_read_search"]
+    (tmp_path / "d").chmod(0)
+    try:
+        proc = subprocess.run([*prefix, sys.executable, "-m", "terrain.run", *argv],
+                              cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+    finally:
+        (tmp_path / "d").chmod(0o755)
+    assert_one_line_error(proc, "d/g.asc: cannot read (Permission denied)")
+    assert not (tmp_path / "x.zarr").exists()
