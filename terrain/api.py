@@ -54,6 +54,9 @@ class Georef:
         A tile store input.
     where : str
         The input's name for error messages.
+    units : str or None
+        The elevations' unit, where the input names one (a raster band's, a store's, a
+        DataArray's ``units`` attribute).
     """
 
     cellsize: tuple = (1.0, 1.0)
@@ -62,6 +65,11 @@ class Georef:
     template: object = None
     store: object = None
     where: str = "dem"
+    units: object = None
+
+    def with_units(self, attrs):
+        """``attrs`` with the elevations' ``units`` where known (a layer in their unit)."""
+        return {**attrs, "units": self.units} if self.units else attrs
 
 
 def _is_dataarray(obj):
@@ -160,11 +168,12 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         if is_store(dem):
             store = open_store(dem)
             return None, Georef(tuple(store.cellsize), store.attrs.get("crs"),
-                                tuple(store.geotransform), None, store, str(dem))
+                                tuple(store.geotransform), None, store, str(dem),
+                                store.elevation.attrs.get("units"))
         from .io import read_grid
         z, grid = read_grid(dem, finite=finite)
         return z, Georef(tuple(grid.cellsize), grid.crs, tuple(grid.geotransform), None, None,
-                         str(dem))
+                         str(dem), getattr(grid, "units", None))
     if _is_dataarray(dem):
         da = dem
         if da.ndim == 3 and da.shape[0] == 1:
@@ -182,7 +191,9 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         values = _float_values(values, dtype, where, _nodata_of(da), *_scale_of(da, where))
         if finite:
             _finite(values, da, where)
-        geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, where)
+        units = da.attrs.get("units")
+        geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, where,
+                     units if isinstance(units, str) and units else None)
         gt = _geotransform(geo, values.shape)
         if gt is not None:  # y ascending: the rows run north
             check_north_up(gt, where, "reverse the axis first (da.isel(y=slice(None, None, "
@@ -615,8 +626,8 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         summary.update(_cell_columns("stop", stops))
         if "target_distance" in r.stats:
             summary["stop_distance"] = float(r.stats["target_distance"])
-    out = CostDistance(r.distance, r.allocation, r.backlink, summary, layer_attributes(cost),
-                       geo)
+    out = CostDistance(r.distance, r.allocation, r.backlink, summary,
+                       layer_attributes(cost, geo.units), geo)
     return out.to_xarray() if geo.template is not None else out
 
 
@@ -702,7 +713,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
                              "32 NW, 64 N, 128 NE; 0 outlet; 255 nodata",
                 "accumulation": "cells (or weights) draining through the cell, itself "
                                 "included; NaN nodata"}
-    layers = {name: raster_like(v, geo, name, {"description": meanings[name]},
+    layers = {name: raster_like(v, geo, name, geo.with_units({"description": meanings[name]})
+                                if name == "filled" else {"description": meanings[name]},
                                 255 if name == "direction" else None)
               for name, v in (("filled", np.array(f, np.float32)),  # a copy: not the input
                               ("direction", d.direction), ("accumulation", acc))}
@@ -860,7 +872,9 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
     meaning = {"filled": "spill elevation (priority-flood depression filling)",
                "depth": "filled - elevation", "depression": "lake id (row-major order of "
                "the lakes' first cells), 0 outside any"}
-    layers = {name: raster_like(getattr(r, name), geo, name, {"meaning": meaning[name]})
+    layers = {name: raster_like(getattr(r, name), geo, name,
+                                geo.with_units({"meaning": meaning[name]})
+                                if name != "depression" else {"meaning": meaning[name]})
               for name in ("filled", "depth", "depression")}
     if r.sinks is not None:  # the kept depressions' pits, which drain
         sinks = np.zeros(z.shape, np.uint8)

@@ -548,3 +548,33 @@ def test_every_result_round_trips_through_netcdf(tmp_path, engine):
                 fill = v.attrs.get("_FillValue")
                 if fill is not None:
                     assert np.array_equal(back[k].attrs["_FillValue"], fill, equal_nan=True)
+
+
+def test_results_in_the_elevations_unit_carry_it(tmp_path):
+    """filled and depth (fill), filled (flow) and an absdiff distance take the DEM's unit:
+    a raster band's unit type, a DataArray's ``units``; they had none. Codes, ids, counts and
+    a friction distance have none."""
+    import rasterio
+    xr = pytest.importorskip("xarray")
+    path = tmp_path / "dem.tif"
+    z = np.random.default_rng(4).random((20, 24)).astype(np.float32) * 30
+    with rasterio.open(path, "w", driver="GTiff", height=20, width=24, count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.Affine(30, 0, 500000, 0, -30, 4000000)) as dst:
+        dst.write(z, 1)
+        dst.set_band_unit(1, "ft")
+    da = xr.DataArray(z, dims=("y", "x"), attrs={"units": "ft"},
+                      coords={"y": 4000000 - 15 - 30 * np.arange(20.0),
+                              "x": 500015 + 30 * np.arange(24.0)})
+    for dem in (str(path), da):
+        f = terrain.fill(dem, backend="cpu")
+        assert f.filled.attrs["units"] == f.depth.attrs["units"] == "ft"
+        assert "units" not in f.depression.attrs
+        w = terrain.flow(dem, backend="cpu")
+        assert w.filled.attrs["units"] == "ft"
+        assert "units" not in w.direction.attrs and "units" not in w.accumulation.attrs
+        for friction, want in ((None, "ft"), (np.ones_like(z), None)):
+            c = terrain.cost_distance(dem, [(3, 4)], friction=friction, backend="cpu")
+            if not hasattr(c, "data_vars"):  # a path's: NumPy layers, their attributes apart
+                c = c.to_xarray()
+            assert c.distance.attrs.get("units") == want
