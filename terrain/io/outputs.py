@@ -553,8 +553,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             # not recorded, and the user asked to keep the work, not to start over
             raise OtherRunsPartial(
                 f"{given}: the partial output {given.parent / stale_ones[0].name} was left "
-                "by a run with other options or another version of the input, and is "
-                "kept")
+                "by a run with other options, another version of the input or other code of "
+                "terrain, and is kept")
         for stale in stale_ones:
             shown = given.parent / stale.name  # in the user's terms
             if resume and stale == tmp:

@@ -304,7 +304,8 @@ def test_resume_refuses_another_runs_partial_and_keeps_it(tmp_path):
     proc = run_terrain("mst", SAMPLE, "-o", "m.zarr", "--backend", "cpu", "--resume",
                        cwd=tmp_path)
     assert_one_line_error(proc, f"m.zarr: the partial output {other.name} was left by a run "
-                                "with other options or another version of the input")
+                                "with other options, another version of the input or other "
+                                "code of terrain")
     assert "without --resume to start over" in proc.stderr
     assert snapshot(tmp_path) == before
     proc = run_terrain("mst", SAMPLE, "-o", "m.zarr", "--backend", "cpu", cwd=tmp_path)

@@ -190,3 +190,17 @@ def test_input_replaced_after_its_header_is_told_as_changed(tmp_path, monkeypatc
         mst.run_mst(dem, tmp_path / "m.zarr", tile=16, backend="cpu", scheduler="synchronous",
                     in_core=in_core)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc"]
+
+
+def test_a_partial_of_other_code_is_not_resumed(tmp_path, monkeypatch):
+    """Before: a partial left by another release was resumed with what that code had read
+    and computed (an upgrade's nodata rule and CRS undone, exit 0); the run key holds the
+    code's identity, so the resume is refused and the partial kept."""
+    import pipelines._resume as resume
+    from pipelines.mst import run_mst
+    z, partial = _interrupted_store_run(tmp_path, monkeypatch)
+    monkeypatch.setattr(resume, "code_identity", lambda: "another release")
+    with pytest.raises(OtherRunsPartial, match="other code of terrain"):
+        run_mst(tmp_path / "in.zarr", tmp_path / "m.zarr", backend="cpu",
+                scheduler="synchronous", in_core=False, resume=True)
+    assert partial.is_dir()
