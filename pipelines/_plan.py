@@ -53,6 +53,7 @@ def open_header(inp, tile=512, stores=True):
     ``tiles_per_shard``, ``cellsize``, ``geotransform``, ``crs``, ``units`` (the elevations'
     unit, None where not known) and ``from_store`` (a tile store keeps its own tile and
     shards; ``stores`` False: always read as a raster)."""
+    from terrain.io.georef import unit_of
     from terrain.tiles import is_store, open_store
     from terrain.tiles.store import check_tile_count, check_tile_size, tiles_per_shard
     if stores and is_store(inp):
@@ -60,7 +61,7 @@ def open_header(inp, tile=512, stores=True):
         return {"shape": tuple(int(s) for s in store.shape), "tile": int(store.tile),
                 "tiles_per_shard": int(store.tiles_per_shard), "cellsize": store.cellsize,
                 "geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-                "units": store.elevation.attrs.get("units"), "from_store": True}
+                "units": unit_of(store.elevation.attrs), "from_store": True}
     from terrain.io import open_grid
     tile = check_tile_size(tile)
     grid = open_grid(inp)

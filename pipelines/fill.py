@@ -30,7 +30,7 @@ from terrain.hydrology import (SINKS_MEANING, FillSpec, fill_depressions, fill_l
                                fill_leaf_up, fill_merge, fill_split, label_border, label_count,
                                label_ids, label_merge, label_numbering, label_split)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
-from terrain.io.georef import finish_store, mark_raster, write_georeference
+from terrain.io.georef import finish_store, mark_raster, unit_of, write_georeference
 from terrain.io.outputs import staged_path
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
                                output_at, remove_tree)
@@ -443,7 +443,7 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     dem = open_group(dem_path, mode="r")
     gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path),
-           "units": dem["elevation"].attrs.get("units")}
+           "units": unit_of(dem["elevation"].attrs)}
     if fill_route(shape, be, in_core) == "in-core":
         from terrain.grid.cost_outputs import read_layer
         outlets = None if outlets_layer is None else read_layer(out_path, outlets_layer)
@@ -503,7 +503,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         shape, tile = store.shape, store.tile
         geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
                "source": str(inp if is_remote(inp) else inp.resolve()),
-               "units": store.elevation.attrs.get("units")}
+               "units": unit_of(store.elevation.attrs)}
         shard = store.tiles_per_shard
     else:
         from terrain.io import open_grid

@@ -38,7 +38,8 @@ from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_
                                flow_accumulation, flow_directions, flow_fits_on_device,
                                forget_flat_states, group_totals)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
-from terrain.io.georef import finish_store, mark_raster, warn_degrees, write_georeference
+from terrain.io.georef import (finish_store, mark_raster, unit_of, warn_degrees,
+                                write_georeference)
 from terrain.io.outputs import staged_path
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                output_at, remove_tree, scratch_beside)
@@ -285,7 +286,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 link_layer(inp, tmp, "filled")
             there = set(open_group(tmp, mode="r").array_keys()) if reused else ()
             # the filled DEM in the elevations' unit
-            units = open_group(dem_path, mode="r")[dem_layer].attrs.get("units")
+            units = unit_of(open_group(dem_path, mode="r")[dem_layer].attrs)
             for name in ("direction", "accumulation") if linked else FLOW_LAYERS:
                 if name not in there:  # a resumed run's are kept
                     _create(tmp, name, tile, shape, tiled=chosen == "tiled",

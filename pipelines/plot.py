@@ -14,6 +14,7 @@ import sys
 
 from terrain.io.outputs import atomic_output, check_input_file, check_outputs
 from terrain.errors import InputError
+from terrain.io.georef import unit_of
 from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
@@ -116,7 +117,7 @@ def _plot_cost_distance(args, group):
                      required=False)
     paths = (read_paths(args.paths, group.attrs.get("crs"))[0]
              if getattr(args, "paths", None) else None)
-    units = (group["distance"].attrs.get("units") or "").split(" (")[0] or None
+    units = unit_of(group["distance"].attrs)
     with atomic_output(args.output, args.overwrite) as tmp:
         info = render_cost_distance(tmp, group["distance"], dem, paths=paths,
                                     sources=model.get("sources"), size=size,
@@ -136,12 +137,12 @@ def _plot_hydrology(args, group, kind):
     check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
     size, fmt = parse_size(args.size), picture_format(args.output)
     dem = result_dem(args.store, group, group.attrs.get("source"), required=False)
-    units = (dem.attrs.get("units") if dem is not None else None)
+    units = unit_of(dem.attrs) if dem is not None else None
     with atomic_output(args.output, args.overwrite) as tmp:
         info = render_hydrology(tmp, group[kind], dem, kind=kind, size=size,
                                 window=parse_window(args.window),
                                 geotransform=group.attrs.get("geotransform"),
-                                units=None if units == "elevation" else units, format=fmt)
+                                units=units, format=fmt)
     shown = info["range"]
     if kind == "depth":
         what = ("no depression in view" if shown is None

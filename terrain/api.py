@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import InputError
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
-                        crs_label, crs_wkt, same_crs, warn_degrees)
+                        crs_label, crs_wkt, same_crs, unit_of, warn_degrees)
 from .io.raster import nodata_value, warn_rounded
 
 __all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
@@ -169,7 +169,7 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
             store = open_store(dem)
             return None, Georef(tuple(store.cellsize), store.attrs.get("crs"),
                                 tuple(store.geotransform), None, store, str(dem),
-                                store.elevation.attrs.get("units"))
+                                unit_of(store.elevation.attrs))
         from .io import read_grid
         z, grid = read_grid(dem, finite=finite)
         return z, Georef(tuple(grid.cellsize), grid.crs, tuple(grid.geotransform), None, None,
@@ -191,9 +191,8 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         values = _float_values(values, dtype, where, _nodata_of(da), *_scale_of(da, where))
         if finite:
             _finite(values, da, where)
-        units = da.attrs.get("units")
         geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, where,
-                     units if isinstance(units, str) and units else None)
+                     unit_of(da.attrs))
         gt = _geotransform(geo, values.shape)
         if gt is not None:  # y ascending: the rows run north
             check_north_up(gt, where, "reverse the axis first (da.isel(y=slice(None, None, "

@@ -26,12 +26,26 @@ from ..errors import InputError, warn
 __all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
            "write_georeference", "mark_raster", "finish_store", "fill_value_attr",
            "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS",
-           "UNREFERENCED", "is_unreferenced"]
+           "UNREFERENCED", "is_unreferenced", "unit_of"]
 
 GRID_MAPPING = "spatial_ref"
 
 #: GDAL's geotransform of a raster without a georeference (its rows "run north")
 UNREFERENCED = (0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def unit_of(attrs):
+    """The unit a stored layer's attributes name, or None: stores of releases before units
+    were units said ``"elevation"``, ``"1"`` or prose there (``"elevation units (sum of
+    |dz| ...)"``), which is no unit to pass on.
+
+    >>> unit_of({"units": "m"}), unit_of({"units": "elevation"}), unit_of({})
+    ('m', None, None)
+    """
+    units = attrs.get("units")
+    if not isinstance(units, str) or units in ("", "elevation", "1") or "(" in units:
+        return None
+    return units
 
 
 def is_unreferenced(geotransform, rows, crs=None):

@@ -36,6 +36,7 @@ from .outputs import DISK_FULL, atomic_output, disk_full_reason
 from .. import native
 from ..errors import InputError
 from ..startup import trim_free_memory
+from .georef import unit_of
 from .zarr_meta import open_group
 
 __all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "geotiff_files", "geotiff_plan",
@@ -325,7 +326,7 @@ def _prepare(store, array_name, nodata=None, valid_from=None, description=None, 
         band_tags.setdefault("meaning", description)
     return dict(arr=arr, valid=valid_from, rows=rows, cols=cols, dtype=out_dtype,
                 nodata=nodata, gt=gt, crs=crs, description=description, tags=band_tags,
-                resampling=resampling, units=arr.attrs.get("units"))
+                resampling=resampling, units=unit_of(arr.attrs))
 
 
 def _write_one(p, tmp, cog, threads):

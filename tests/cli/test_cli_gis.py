@@ -351,3 +351,24 @@ def test_filled_and_depth_are_in_the_elevations_unit(tmp_path, capsys, route):
                           "--route", route, "--backend", "cpu")
     assert rc == 0, err
     assert zarr.open_group(str(tmp_path / "w.zarr"), mode="r")["filled"].attrs["units"] == "m"
+
+
+def test_a_store_of_an_earlier_release_passes_on_no_placeholder_unit(tmp_path, capsys):
+    """Stores written before units were units say ``units: "elevation"``: outputs made from
+    one took it as a unit (``filled``, ``distance`` and their GeoTIFFs: GDAL's unit type
+    "elevation"); they have none, as from a text grid."""
+    import zarr
+
+    from terrain.io.zarr_meta import open_group
+    dem = _dem_in_units(tmp_path / "dem.tif", (30, 20), "m", seed=5)
+    assert run_main(capsys, "ingest", dem, "-o", tmp_path / "old.zarr")[0] == 0
+    open_group(tmp_path / "old.zarr", mode="r+")["elevation"].attrs["units"] = "elevation"
+    for command, extra, layer in (("fill", [], "filled"),
+                                  ("cost-distance", ["--source-cell", "3,4"], "distance")):
+        out, tifs = tmp_path / f"{command}.zarr", tmp_path / f"{command}-t"
+        rc, _, err = run_main(capsys, command, tmp_path / "old.zarr", *extra, "-o", out,
+                              "--geotiff-dir", tifs)
+        assert rc == 0, err
+        assert "units" not in zarr.open_group(str(out), mode="r")[layer].attrs, command
+        with rasterio.open(tifs / f"{layer}.tif") as src:
+            assert src.units == (None,), command
