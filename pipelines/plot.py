@@ -179,6 +179,11 @@ def plot_command(args):
     for kind in ("accumulation", "depth"):  # a flow's store, a fill's
         if kind in group:
             return _plot_hydrology(args, group, kind)
+    if "elevation" not in group and "mst" not in group:  # a watershed's labels, ...
+        held = ", ".join(n for n in sorted(group.array_keys())
+                         if n not in ("x", "y", "spatial_ref")) or "no layer"
+        raise InputError(f"{args.store}: holds {held}: plot draws a DEM, a forest, a cost "
+                         "distance, a fill or a flow")
     check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
     size, fmt = parse_size(args.size), picture_format(args.output)
     window = parse_window(args.window)

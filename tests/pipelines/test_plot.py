@@ -325,3 +325,21 @@ def test_cells_that_are_not_square_are_drawn_in_map_units(tmp_path, capsys):
     img = matplotlib.image.imread(tmp_path / "p.png")
     across, up = _longest_dark_run(img, 1), _longest_dark_run(img, 0)
     assert 1.9 < up / across < 2.1, (across, up)
+
+
+def test_a_store_without_anything_to_draw_says_what_it_holds(tmp_path, capsys):
+    """A watershed's store (labels, no DEM, no source) was refused as "the DEM is not in this
+    store and its source None is not a tile store"; it says what it holds and what plot
+    draws."""
+    from pathlib import Path
+    sample = Path(__file__).parents[2] / "data" / "sample.asc"
+    assert run_main(capsys, "flow", sample, "-o", tmp_path / "w.zarr", scheduler=None)[0] == 0
+    rc, _, err = run_main(capsys, "watershed", tmp_path / "w.zarr", "--outlet-cell", "150,200",
+                          "-o", tmp_path / "ws.zarr", scheduler=None)
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "plot", tmp_path / "ws.zarr", "-o", tmp_path / "p.png",
+                          scheduler=None)
+    assert rc == 2 and err.strip() == (f"terrain: {tmp_path / 'ws.zarr'}: holds watershed: plot "
+                                       "draws a DEM, a forest, a cost distance, a fill or a "
+                                       "flow")
+    assert not (tmp_path / "p.png").exists()
