@@ -14,7 +14,6 @@ that does not decode is absent. Design: docs/scale.md, "Resume".
 
 import base64
 import dataclasses
-import functools
 import hashlib
 import importlib
 import io
@@ -29,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import OtherRunsPartial, finish_companions, input_identity
+from terrain.io.outputs import (OtherRunsPartial, code_identity, finish_companions,
+                                input_identity)
 from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
@@ -57,24 +57,6 @@ def run_key(command, inputs, *params):
     text = repr((command, [input_identity(p) for p in inputs], [repr(p) for p in params],
                  code_identity()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-@functools.cache
-def code_identity():
-    """terrain's code as installed (the sources of its two packages: paths, sizes and
-    modification times, hashed; 1-5 ms), part of every run key: a partial output left by
-    other code (another release, an edited checkout) holds what that code read and computed
-    (an upgrade's other nodata rule or CRS), and is not resumed."""
-    h = hashlib.sha256()
-    for package in (Path(__file__).parent, Path(__file__).parents[1] / "terrain"):
-        for folder, dirs, files in os.walk(package):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".py", ".c", ".cu", ".cuh", ".h")):
-                    st = os.stat(os.path.join(folder, name))
-                    rel = os.path.relpath(os.path.join(folder, name), package.parent)
-                    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
 
 
 def data_identity(inp):

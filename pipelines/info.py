@@ -13,6 +13,7 @@ import math
 from terrain.errors import InputError
 from terrain.io.georef import RASTER_DIMS, crs_label
 from terrain.io.zarr_meta import open_group
+from terrain.io.outputs import WRITTEN_BY_ATTR
 from terrain.tiles import is_store, open_store
 
 __all__ = ["describe_path", "describe_store", "store_stats", "merge_stats", "format_description",
@@ -68,6 +69,7 @@ def describe_path(path):
              "geotransform": list(gt), "cellsize": [abs(gt[1]), abs(gt[5])],
              "crs": a.get("crs"), "source": a.get("source")}
     d["crs_label"] = crs_label(d.get("crs"))
+    d["written_by"] = a.get(WRITTEN_BY_ATTR)  # None: by a release that did not record it
     d["layers"] = _layers(group)
     d["results"] = {k: a[k] for k in RESULT_ATTRS if isinstance(a.get(k), dict)}
     return d
@@ -164,7 +166,8 @@ def format_description(d):
             f"min/max   {fmt(d['min'])} / {fmt(d['max'])}"]
     lines += [f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
               f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",
-              f"crs       {d['crs_label']}"]
+              f"crs       {d['crs_label']}",
+              f"written   by {d['written_by'] or 'a terrain that did not record its release'}"]
     if tiles:
         lines.append(f"source    {d['source']} ({d['source_format']})")
     for layer in d["layers"]:

@@ -17,6 +17,7 @@ import base64
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -34,6 +35,7 @@ from ..errors import InputError
 from ..startup import signals_held
 
 __all__ = ["atomic_output", "finish_companions", "staged_path", "check_output_free",
+           "code_identity", "written_by", "WRITTEN_BY_ATTR",
            "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
@@ -434,6 +436,34 @@ def disk_full_reason(error, folder):
 
 #: the root attribute of a store published with companions: the key of the run that made it
 RUN_ATTR = "terrain_run"
+#: the root attribute of every store written: which terrain wrote it (:func:`written_by`)
+WRITTEN_BY_ATTR = "written_by"
+
+
+@functools.cache
+def code_identity():
+    """terrain's code as installed (the sources of its two packages, terrain and pipelines:
+    paths, sizes and modification times, hashed; 1-5 ms). A run key holds it, so that a
+    partial output left by other code (another release, an edited checkout), which holds
+    what that code read and computed, is not resumed; every store records it."""
+    h = hashlib.sha256()
+    library = Path(__file__).parents[1]
+    for package in (library, library.parent / "pipelines"):
+        for folder, dirs, files in os.walk(package):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".c", ".cu", ".cuh", ".h")):
+                    st = os.stat(os.path.join(folder, name))
+                    rel = os.path.relpath(os.path.join(folder, name), library.parent)
+                    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def written_by():
+    """``terrain VERSION (code DIGEST)``: what a store records of the terrain that wrote it,
+    so that outputs of another release can be told apart (``terrain info``)."""
+    from .. import __version__
+    return f"terrain {__version__} (code {code_identity()[:12]})"
 
 
 def staged_path(path):
@@ -570,10 +600,12 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                 os.chmod(tmp, 0o666 & ~_umask())
             if tmp.is_dir() and (tmp / "zarr.json").is_file():
                 seal_store(tmp)
+                root = json.loads((tmp / "zarr.json").read_text())
+                attrs = root.setdefault("attributes", {})
+                attrs[WRITTEN_BY_ATTR] = written_by()
                 if companions:
-                    root = json.loads((tmp / "zarr.json").read_text())
-                    root.setdefault("attributes", {})[RUN_ATTR] = key
-                    _write_json(tmp / "zarr.json", root)
+                    attrs[RUN_ATTR] = key
+                _write_json(tmp / "zarr.json", root)
         except OSError as e:
             _remove(tmp)
             if e.errno in DISK_FULL:

@@ -199,8 +199,27 @@ def test_a_partial_of_other_code_is_not_resumed(tmp_path, monkeypatch):
     import pipelines._resume as resume
     from pipelines.mst import run_mst
     z, partial = _interrupted_store_run(tmp_path, monkeypatch)
-    monkeypatch.setattr(resume, "code_identity", lambda: "another release")
+    monkeypatch.setattr(resume, "code_identity", lambda: "another release")  # the run key's
     with pytest.raises(OtherRunsPartial, match="other code of terrain"):
         run_mst(tmp_path / "in.zarr", tmp_path / "m.zarr", backend="cpu",
                 scheduler="synchronous", in_core=False, resume=True)
     assert partial.is_dir()
+
+
+def test_every_store_says_which_terrain_wrote_it(tmp_path, capsys):
+    """Outputs of one release could not be told from another's (an operator upgrading found
+    no way to find those to redo): every store records ``written_by`` (the version and the
+    code's digest), which ``info`` shows."""
+    from pathlib import Path
+
+    from cli import run_main
+    from terrain.io.outputs import code_identity, written_by
+    sample = Path(__file__).parents[2] / "data" / "sample.asc"
+    for command, extra in (("mst", []), ("fill", []), ("cost-distance", ["--source-cell", "5,5"])):
+        out = tmp_path / f"{command}.zarr"
+        assert run_main(capsys, command, sample, *extra, "-o", out, scheduler=None)[0] == 0
+        said = zarr.open_group(str(out), mode="r").attrs["written_by"]
+        assert said == written_by() and code_identity()[:12] in said and said.startswith(
+            "terrain ")
+        rc, text, _ = run_main(capsys, "info", out, scheduler=None)
+        assert rc == 0 and f"written   by {said}" in text
