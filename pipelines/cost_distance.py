@@ -302,7 +302,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     # (a resumed run may find the store published and its GeoTIFFs not: checked later)
     check_local_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite or resume)
     grid = _plans.open_header(inp, tile)
-    check_weight_units(cost, grid["crs"], inp, kind="cost")
+    check_weight_units(cost, grid["crs"], inp, kind="cost", units=grid["units"])
     gt = grid["geotransform"]
     # a DEM named relative to here, recorded absolute: the result is verified from anywhere
     geo = {"geotransform": gt, "crs": grid["crs"], "cost": cost, "units": grid["units"],

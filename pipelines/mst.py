@@ -28,7 +28,7 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
                               merge_step, super_tile_fits, super_tile_side)
 from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
-from terrain.io.georef import check_weight_units, finish_store, write_georeference
+from terrain.io.georef import check_weight_units, finish_store, unit_of, write_georeference
 from terrain.io.outputs import staged_path
 from terrain.io.remote import (check_local_outputs, command_paths, input_fingerprints, is_remote,
                                output_at)
@@ -439,7 +439,7 @@ def _open_input(inp, tile):
     if is_remote(inp):
         store = open_store(inp)
         geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp)}
+               "source": str(inp), "units": unit_of(store.elevation.attrs)}
         return inp, geo, store.shape, store.tile, store.cellsize, store.tiles_per_shard
     if inp.is_dir() and not is_store(inp):
         raise InputError(f"{inp}: is a directory, not a grid file or a tile store written by "
@@ -447,12 +447,12 @@ def _open_input(inp, tile):
     if is_store(inp):
         store = open_store(inp)
         geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp.resolve())}
+               "source": str(inp.resolve()), "units": unit_of(store.elevation.attrs)}
         return inp, geo, store.shape, store.tile, store.cellsize, store.tiles_per_shard
     grid = open_grid(inp)
     check_tile_count(check_tile_size(tile), grid.shape, inp)
-    return (grid, {"crs": grid.crs}, grid.shape, tile, grid.cellsize,
-            tiles_per_shard(tile, grid.shape))
+    return (grid, {"crs": grid.crs, "units": getattr(grid, "units", None)}, grid.shape, tile,
+            grid.cellsize, tiles_per_shard(tile, grid.shape))
 
 
 def _check_geotiff_name(path):
@@ -481,7 +481,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     # (a resumed run may find the store published and its GeoTIFF not: checked later)
     check_local_outputs([inp], [out, geotiff], overwrite or resume)
     _check_geotiff_name(geotiff)
-    check_weight_units(weight, geo["crs"], inp)
+    check_weight_units(weight, geo["crs"], inp, units=geo["units"])
     try:
         spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(connectivity), weight,
                        tuple(float(c) for c in cellsize))

@@ -450,7 +450,7 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
 
     z, geo = as_dem(dem)
     if cellsize is None:  # given, the cell size is the caller's, in their units
-        check_weight_units(weight, geo.crs, geo.where)
+        check_weight_units(weight, geo.crs, geo.where, units=geo.units)
     cs = _cellsize(cellsize, geo)
     if weight != "max":  # the DEM's range (a store's ingest recorded it)
         if z is None:
@@ -592,7 +592,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     cost_model_code(cost)
     z, geo = _in_memory(dem, finite=False)  # as the command line's: a DEM may be a friction
     if cellsize is None:
-        check_weight_units(cost, geo.crs, geo.where, kind="cost")
+        check_weight_units(cost, geo.crs, geo.where, kind="cost", units=geo.units)
     cs = _cellsize(cellsize, geo)
     f = None
     if friction is not None:

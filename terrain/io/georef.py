@@ -26,7 +26,8 @@ from ..errors import InputError, warn
 __all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
            "write_georeference", "mark_raster", "finish_store", "fill_value_attr",
            "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS",
-           "UNREFERENCED", "is_unreferenced", "unit_of"]
+           "UNREFERENCED", "is_unreferenced", "unit_of", "metres_per_unit", "linear_unit",
+           "LENGTH_UNITS"]
 
 GRID_MAPPING = "spatial_ref"
 
@@ -292,11 +293,41 @@ def finish_store(path):
 #: the MST weights and cost models that divide a rise by a run: cells in degrees are refused
 METRIC_WEIGHTS = ("slope", "length3d", "tobler", "friction")
 
+#: metres per unit of the length units a DEM band names (GDAL's, PROJ's, common spellings)
+_US_FOOT = 1200 / 3937
+LENGTH_UNITS = {"m": 1.0, "metre": 1.0, "meter": 1.0, "metres": 1.0, "meters": 1.0,
+                "ft": 0.3048, "foot": 0.3048, "feet": 0.3048, "international foot": 0.3048,
+                "us survey foot": _US_FOOT, "us-ft": _US_FOOT, "ftus": _US_FOOT,
+                "us_survey_foot": _US_FOOT}
 
-def check_weight_units(weight, crs, where, kind="weight"):
+
+def metres_per_unit(unit):
+    """Metres in one ``unit`` (a band's length unit, any case), None when it names none.
+
+    >>> metres_per_unit("US survey foot") == 1200 / 3937, metres_per_unit("elevation")
+    (True, None)
+    """
+    return LENGTH_UNITS.get(unit.strip().lower()) if isinstance(unit, str) else None
+
+
+def linear_unit(crs):
+    """``(name, metres per unit)`` of a projected CRS's axes, None for another or none."""
+    if not crs or is_geographic(crs):
+        return None
+    try:
+        name, factor = _crs(crs).linear_units_factor
+    except Exception:  # rasterio's CRSError: a CRS without one (an engineering CRS)
+        return None
+    return name, float(factor)
+
+
+def check_weight_units(weight, crs, where, kind="weight", units=None):
     """Raise :class:`InputError` for a weight or cost model (``kind``) that takes the cell
-    sizes in the elevation's unit (:data:`METRIC_WEIGHTS`) on a geographic CRS, whose cells
-    are in degrees (why: docs/gis.md, "Ingest options").
+    sizes in the elevation's unit (:data:`METRIC_WEIGHTS`) where they are not: on a
+    geographic CRS, whose cells are in degrees; where the elevations' ``units`` (a band's)
+    name a length unit other than the CRS's (a rise in metres over a run in feet); and, for
+    ``tobler``, whose speeds are metres per second, a CRS or elevations not in metres
+    (elevations naming no unit are taken in the CRS's). Why: docs/gis.md, "Ingest options".
 
     Examples
     --------
@@ -305,10 +336,33 @@ def check_weight_units(weight, crs, where, kind="weight"):
     Traceback (most recent call last):
     ...
     terrain.errors.InputError: dem.tif: weight 'slope' needs cell sizes in the elevation's unit, but the CRS (EPSG:4326) is geographic: cells are in degrees; reproject the DEM to a projected CRS first
+    >>> check_weight_units("slope", crs_wkt("EPSG:2264"), "dem.tif", units="m")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: dem.tif: weight 'slope' divides a rise in m by a run in US survey foot (the CRS EPSG:2264); give the elevations in the CRS's unit or reproject the DEM
+    >>> check_weight_units("tobler", crs_wkt("EPSG:2264"), "dem.tif", kind="cost")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: dem.tif: cost 'tobler' takes speeds in metres per second, but the CRS (EPSG:2264) is in US survey foot; reproject the DEM to a CRS in metres (elevations in metres) first
     """
-    if weight in METRIC_WEIGHTS and crs and is_geographic(crs):
+    if weight not in METRIC_WEIGHTS or not crs:
+        return
+    if is_geographic(crs):
         # friction multiplies lengths alone: a degree east and a degree north differ
         unit = "a linear unit" if weight == "friction" else "the elevation's unit"
         raise InputError(f"{where}: {kind} {weight!r} needs cell sizes in {unit}, but the CRS "
                          f"({crs_label(crs)}) is geographic: cells are in degrees; reproject "
                          "the DEM to a projected CRS first")
+    axes, rise = linear_unit(crs), metres_per_unit(units)
+    if weight == "friction" or axes is None:
+        return
+    if weight == "tobler" and not (math.isclose(axes[1], 1.0) and rise in (None, 1.0)):
+        what = (f"the CRS ({crs_label(crs)}) is in {axes[0]}" if not math.isclose(axes[1], 1.0)
+                else f"the elevations are in {units}")
+        raise InputError(f"{where}: {kind} 'tobler' takes speeds in metres per second, but "
+                         f"{what}; reproject the DEM to a CRS in metres (elevations in "
+                         "metres) first")
+    if rise is not None and not math.isclose(rise, axes[1], rel_tol=1e-9):
+        raise InputError(f"{where}: {kind} {weight!r} divides a rise in {units} by a run in "
+                         f"{axes[0]} (the CRS {crs_label(crs)}); give the elevations in the "
+                         "CRS's unit or reproject the DEM")

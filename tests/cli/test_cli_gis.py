@@ -290,6 +290,78 @@ def test_points_on_cell_edges_take_the_cell_rasterio_indexes(tmp_path, capsys):
     assert got == [tuple(int(v) for v in w) for w in want]
 
 
+#: metres in a US survey foot, the unit of EPSG:2264 (NAD83 / North Carolina, ftUS)
+US_FOOT = 1200 / 3937
+
+
+def _dem_in_feet(path, z, band_unit):
+    """``z`` on 10 m cells of EPSG:2264 (its cells in US survey feet), the band's unit
+    ``band_unit`` (none: None)."""
+    cell = 10 / US_FOOT
+    with rasterio.open(path, "w", driver="GTiff", height=z.shape[0], width=z.shape[1], count=1,
+                       dtype="float32", crs="EPSG:2264",
+                       transform=rasterio.Affine(cell, 0, 1000, 0, -cell, 2000)) as dst:
+        dst.write(z.astype(np.float32), 1)
+        if band_unit:
+            dst.set_band_unit(1, band_unit)
+    return path
+
+
+@pytest.mark.parametrize("band_unit", ["US survey foot", "m", None])
+def test_tobler_on_a_crs_in_feet_is_refused(tmp_path, capsys, band_unit):
+    """Tobler's speeds are metres per second: cells in feet (elevations in feet, in metres or
+    in the CRS's unit, naming none) would give times in no unit (3.28 times the seconds);
+    the command line and the Python API refuse such a DEM in one line naming it."""
+    import terrain
+    z = np.random.default_rng(5).random((16, 16)).astype(np.float32) * 50
+    path = _dem_in_feet(tmp_path / "ft.tif", z / (US_FOOT if band_unit != "m" else 1),
+                        band_unit)
+    rc, _, err = run_main(capsys, "cost-distance", path, "--source-cell", "5,5", "--cost",
+                          "tobler", "-o", tmp_path / "c.zarr")
+    assert rc == 2 and err.count("\n") == 1, err
+    assert str(path) in err and "US survey foot" in err and "metres" in err
+    assert not (tmp_path / "c.zarr").exists()
+    with pytest.raises(InputError, match="cost 'tobler' takes speeds in metres per second"):
+        terrain.cost_distance(str(path), [(5, 5)], cost="tobler")
+    # friction costs lengths in the CRS's unit, whatever it is: still run
+    rc, _, err = run_main(capsys, "cost-distance", path, "--source-cell", "5,5", "--cost",
+                          "friction", "--friction", path, "-o", tmp_path / "f.zarr")
+    assert rc == 0, err
+
+
+def test_slope_weights_with_a_rise_and_a_run_in_different_units(tmp_path, capsys):
+    """A slope is unitless when the rise and the run share a unit: elevations in US survey
+    feet on cells in US survey feet give the forest of the same DEM in metres; elevations
+    in metres on cells in feet are refused (what the band names) for slope and length3d."""
+    import zarr
+
+    import terrain
+    z = np.random.default_rng(6).random((24, 20)).astype(np.float32) * 50
+    metres = tmp_path / "m.tif"
+    with rasterio.open(metres, "w", driver="GTiff", height=24, width=20, count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.Affine(10, 0, 1000, 0, -10, 2000)) as dst:
+        dst.write(z, 1)
+        dst.set_band_unit(1, "m")
+    feet = _dem_in_feet(tmp_path / "ft.tif", z / US_FOOT, "US survey foot")
+    for path in (metres, feet):
+        rc, _, err = run_main(capsys, "mst", path, "-o", path.with_suffix(".zarr"), "--weight",
+                              "slope", "--connectivity", "4", "--backend", "cpu")
+        assert rc == 0, err
+    want = zarr.open_group(str(metres.with_suffix(".zarr")), mode="r")["mst"][:]
+    assert np.array_equal(zarr.open_group(str(feet.with_suffix(".zarr")), mode="r")["mst"][:],
+                          want)
+    mixed = _dem_in_feet(tmp_path / "mixed.tif", z, "metre")
+    for weight in ("slope", "length3d"):
+        rc, _, err = run_main(capsys, "mst", mixed, "-o", tmp_path / "x.zarr", "--weight",
+                              weight)
+        assert rc == 2 and err.count("\n") == 1, err
+        assert str(mixed) in err and "a rise in metre by a run in US survey foot" in err
+        assert not (tmp_path / "x.zarr").exists()
+        with pytest.raises(InputError, match="a rise in metre by a run in US survey foot"):
+            terrain.mst(str(mixed), weight=weight)
+
+
 def _dem_in_units(path, shape, unit, seed):
     """A float32 GeoTIFF (UTM 17N, 30 m cells) whose band's unit type is ``unit``."""
     z = np.random.default_rng(seed).random(shape).astype(np.float32) * 100
@@ -301,20 +373,20 @@ def _dem_in_units(path, shape, unit, seed):
     return path
 
 
-@pytest.mark.parametrize("cost, unit", [("absdiff", "ft"), ("tobler", "s")])
-def test_units_are_the_source_bands_or_absent(tmp_path, capsys, cost, unit):
+@pytest.mark.parametrize("cost, band, unit", [("absdiff", "ft", "ft"), ("tobler", "m", "s")])
+def test_units_are_the_source_bands_or_absent(tmp_path, capsys, cost, band, unit):
     """The elevation layer's ``units`` is the source band's unit (GDAL's unit type, read by
     rasterio), none for an ASCII grid; the cost layers' a unit or none; a GeoTIFF band with a
     unit has GDAL's unit type set (read back by rasterio)."""
-    path = _dem_in_units(tmp_path / "dem.tif", (60, 50), "ft", seed=2)
+    path = _dem_in_units(tmp_path / "dem.tif", (60, 50), band, seed=2)
     with rasterio.open(path) as src:
-        assert src.units == ("ft",)
+        assert src.units == (band,)
     rc, _, err = run_main(capsys, "cost-distance", path, "--source-cell", "3,4", "--cost", cost,
                           "-o", tmp_path / "c.zarr", "--geotiff-dir", tmp_path / "t")
     assert rc == 0, err
     import zarr
     g = zarr.open_group(str(tmp_path / "c.zarr"), mode="r")
-    assert g["elevation"].attrs["units"] == "ft"
+    assert g["elevation"].attrs["units"] == band
     assert g["distance"].attrs["units"] == unit
     assert "units" not in g["allocation"].attrs and "units" not in g["backlink"].attrs
     for name, want in (("distance", unit), ("allocation", None), ("backlink", None)):
