@@ -193,9 +193,19 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run one benchmark; its exit status: 0, 1 when a result DIFFERs from a peer's (its
+    verdict), 2 for bad input (a missing file, a module it needs): one line, no traceback."""
+    from terrain.errors import InputError
     args = build_parser().parse_args(argv)
     module, func = BENCHMARKS[args.bench].split(":")
-    return int(getattr(importlib.import_module(module), func)(args) or 0)
+    try:
+        return int(getattr(importlib.import_module(module), func)(args) or 0)
+    except ModuleNotFoundError as e:
+        print(f"python -m benchmarks {args.bench}: needs the module {e.name} (pip install it)",
+              file=sys.stderr)
+    except (InputError, OSError) as e:
+        print(f"python -m benchmarks {args.bench}: {e}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

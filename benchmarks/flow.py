@@ -20,7 +20,8 @@ equals ours, and among those cells whose upstream cells all agree as well, the s
 the same accumulation (conventions differ: docs/hydrology.md).
 
 Peers live outside the repository: ``--richdem-python`` (a Python with ``richdem2``,
-default /work/peers/hydro/bin/python) and ``grass`` on the PATH.
+default /work/peers/hydro/bin/python) and ``grass`` on the PATH; a peer that is not there is
+not run (without RichDEM, terrain's own fill gives the filled DEM).
 """
 
 import json
@@ -98,11 +99,12 @@ def _grass(tif, workdir, export=False):
 
 
 def _inputs(workdir, rows, cols, seed, richdem_python):
-    """The synthetic DEM (ASCII, then GeoTIFF) and RichDEM's fill of it."""
+    """The synthetic DEM (ASCII, then GeoTIFF) and RichDEM's fill of it (without RichDEM
+    (``richdem_python`` None), terrain's)."""
     from terrain.io.synth import write_synth
     asc = workdir / f"dem{rows}x{cols}s{seed}.asc"
     tif = workdir / f"dem{rows}x{cols}s{seed}.tif"
-    filled = workdir / f"filled{rows}x{cols}s{seed}.tif"
+    filled = workdir / f"filled{rows}x{cols}s{seed}{'' if richdem_python else 'terrain'}.tif"
     if not asc.exists():
         write_synth(asc, rows, cols, seed=seed)
     if not tif.exists():
@@ -113,7 +115,15 @@ def _inputs(workdir, rows, cols, seed, richdem_python):
                            dtype="float32", crs="EPSG:32617", nodata=-9999,
                            transform=rasterio.Affine.from_gdal(*grid.geotransform)) as f:
             f.write(np.where(np.isnan(z), -9999, z).astype(np.float32), 1)
-    if not filled.exists():
+    if not filled.exists() and not richdem_python:
+        import rasterio
+        from terrain.hydrology import fill_depressions
+        with rasterio.open(tif) as src:
+            profile, z = src.profile, src.read(1, masked=True)
+        f = fill_depressions(z.filled(np.nan).astype(np.float32), 8).filled
+        with rasterio.open(filled, "w", **profile) as dst:
+            dst.write(np.where(np.isnan(f), -9999, f).astype(np.float32), 1)
+    elif not filled.exists():
         subprocess.run([richdem_python, "-c", RICHDEM_FILL, str(tif), str(filled)], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return tif, filled
@@ -149,14 +159,16 @@ def bench_flow_command(args):
     """``python -m benchmarks flow [--rows R --cols C] [--repeat N] [--workdir DIR]``."""
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="terrain-bench-flow-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    rd_py = args.richdem_python
+    rd_py = args.richdem_python if Path(args.richdem_python).exists() else None
+    if rd_py is None:
+        print(f"RichDEM: not run (no {args.richdem_python}; give --richdem-python)")
     tif, filled = _inputs(workdir, args.rows, args.cols, args.seed, rd_py)
     env = child_env()
     out = workdir / "ours.flow.zarr"
     runs = {"terrain flow --filled": [sys.executable, "-m", "terrain.run", "flow", str(filled),
                                       "--filled", "-o", str(out), "--overwrite",
                                       "--backend", args.backend or "auto"]}
-    if Path(rd_py).exists():
+    if rd_py:
         runs["RichDEM FlowAccumulation D8"] = [rd_py, "-c", RICHDEM_ACC, str(filled),
                                                str(workdir / "rd_acc.tif")]
     has_grass = shutil.which("grass") is not None
@@ -185,7 +197,7 @@ def bench_flow_command(args):
         import zarr
         g = zarr.open_group(str(out), mode="r")
         d, acc = g["direction"][:], g["accumulation"][:]
-        if Path(rd_py).exists():
+        if rd_py:
             subprocess.run([rd_py, "-c", RICHDEM_ACC, str(filled), str(workdir / "rd_acc.tif"),
                             str(workdir / "rd_props.npy")], check=True)
             with rasterio.open(workdir / "rd_acc.tif") as f:

@@ -158,3 +158,37 @@ def test_every_benchmark_answers_help(capsys):
             build_parser().parse_args([name, "--help"] if name else ["--help"])
         assert stop.value.code == 0
         assert capsys.readouterr().out.startswith("usage: python -m benchmarks")
+
+
+def test_bench_diameter_without_networkx_compares_nothing(monkeypatch, capsys):
+    """networkx is an optional peer: without it the benchmark runs ours and says that nothing
+    was compared (exit 0; 1 is a result that DIFFERs)."""
+    from benchmarks.__main__ import main
+    monkeypatch.setitem(sys.modules, "networkx", None)  # import networkx: ImportError
+    rc = main(["diameter", "--graph", "grid", "--rows", "30", "--cols", "30",
+               "--backend", "cpu"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "networkx: skipped (not installed)" in out
+    assert "check: nothing compared (networkx not installed" in out
+
+
+def test_bench_flow_without_richdem_runs_ours_alone(tmp_path):
+    rc, so, se = run_benchmark("flow", "--rows", 32, "--cols", 32, "--repeat", 1,
+                               "--backend", "cpu", "--workdir", tmp_path,
+                               "--richdem-python", tmp_path / "no" / "python")
+    assert rc == 0, se
+    assert "RichDEM: not run" in so and "terrain flow --filled" in so
+    assert "check: nothing compared (" in so
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["bfs", "--graph", "file", "--file", "/nonexistent/g.mtx"], "/nonexistent/g.mtx"),
+    (["bfs", "--graph", "file"], "--graph file needs --file PATH")])
+def test_bench_bad_input_is_one_line_exit_2(argv, said):
+    """A missing file or a bad argument is the user's: exit 2 and one line, never 1 (a
+    result that DIFFERs) with a traceback."""
+    rc, so, se = run_benchmark(*argv)
+    assert rc == 2, (so, se)
+    assert "Traceback" not in se and len(se.strip().splitlines()) == 1, se
+    assert se.startswith("python -m benchmarks bfs: ") and said in se, se
