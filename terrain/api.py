@@ -108,6 +108,11 @@ def _cellsize_of(da):
     return tuple(v or 1.0 for v in out)
 
 
+def _grid_mapping(da):
+    """The name of a DataArray's grid mapping coordinate (CF's ``spatial_ref``)."""
+    return da.attrs.get("grid_mapping") or da.encoding.get("grid_mapping") or GRID_MAPPING
+
+
 def _crs_of(da):
     try:
         crs = da.rio.crs
@@ -115,11 +120,21 @@ def _crs_of(da):
             return crs.to_wkt()
     except Exception:
         pass
-    name = da.attrs.get("grid_mapping") or da.encoding.get("grid_mapping") or GRID_MAPPING
+    name = _grid_mapping(da)
     if name in da.coords:
         a = da.coords[name].attrs
         return a.get("crs_wkt") or a.get("spatial_ref")
     return da.attrs.get("crs") or None  # xarray.open_rasterio's attribute
+
+
+def _check_gridded(da, where):
+    """:class:`InputError` for a DataArray placed only by ground control points (rioxarray
+    keeps them in its grid mapping's ``gcps``, the geotransform GDAL's identity), as for
+    its file (:func:`terrain.io.raster.open_raster`): its cells lie on no grid until warped."""
+    name = _grid_mapping(da)
+    if name in da.coords and da.coords[name].attrs.get("gcps"):
+        raise InputError(f"{where}: georeferenced only by ground control points (GCPs): warp "
+                         "it onto a grid first (da.rio.reproject(da.rio.crs))")
 
 
 def _real(values, where):
@@ -186,6 +201,7 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         if da.dims[0] in X_DIMS or da.dims[1] in Y_DIMS:  # rows along x: every step turned
             raise InputError(f"{where}: dims {da.dims}: rows run along y, columns along x "
                              f"(give da.transpose({da.dims[1]!r}, {da.dims[0]!r}))")
+        _check_gridded(da, where)
         values = da.data.compute() if _is_dask(da.data) else da.values
         _real(values, where)
         values = _float_values(values, dtype, where, _nodata_of(da), *_scale_of(da, where))

@@ -578,3 +578,37 @@ def test_results_in_the_elevations_unit_carry_it(tmp_path):
             if not hasattr(c, "data_vars"):  # a path's: NumPy layers, their attributes apart
                 c = c.to_xarray()
             assert c.distance.attrs.get("units") == want
+
+
+def _unplaced_raster(path, z, **kwargs):
+    """``z`` written without a geotransform (GDAL then warns that it is not georeferenced)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(path, "w", driver="GTiff", height=z.shape[0], width=z.shape[1],
+                           count=1, dtype="float32", **kwargs) as dst:
+            dst.write(z, 1)
+    return path
+
+
+@pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
+def test_a_dataarray_placed_only_by_ground_control_points_is_refused_as_its_file(tmp_path):
+    """rioxarray keeps a GCP raster's points and CRS in ``spatial_ref`` (its geotransform
+    GDAL's identity): refused as the file is, not taken as a grid of cells of 1 in the
+    points' CRS."""
+    rioxarray = pytest.importorskip("rioxarray")
+    from rasterio.control import GroundControlPoint
+    gcps = [GroundControlPoint(r, c, 500000 + 10 * c, 4000200 - 10 * r)
+            for r in (0, 20) for c in (0, 15)]
+    path = _unplaced_raster(tmp_path / "gcp.tif", dem(2, (20, 15)), gcps=gcps,
+                            crs="EPSG:32617")
+    with pytest.raises(InputError, match="georeferenced only by ground control points"):
+        terrain.fill(path)  # the oracle: the file's refusal
+    da = rioxarray.open_rasterio(path).rename("z")
+    for call in (terrain.mst, terrain.fill, lambda d: terrain.cost_distance(d, [(0, 0)])):
+        with pytest.raises(InputError, match=r"^DataArray 'z': georeferenced only by ground "
+                           r"control points \(GCPs\): warp it onto a grid first"):
+            call(da)
+    warped = da.rio.reproject(da.rio.crs)  # the way the message gives
+    assert terrain.fill(warped, backend="cpu").rio.crs.to_epsg() == 32617
+
