@@ -28,7 +28,8 @@ import numpy as np
 
 from .errors import InputError
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
-                        crs_label, crs_wkt, same_crs, unit_of, warn_degrees)
+                        crs_label, crs_wkt, same_crs, unit_of, warn_degrees,
+                        warn_unreferenced)
 from .io.raster import nodata_value, warn_rounded
 
 __all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
@@ -127,6 +128,18 @@ def _crs_of(da):
     return da.attrs.get("crs") or None  # xarray.open_rasterio's attribute
 
 
+def _declared_transform(da):
+    """The GDAL geotransform a DataArray declares (its grid mapping's ``GeoTransform``, as
+    rioxarray writes it, else an ``xarray.open_rasterio`` ``transform``), or None."""
+    name = _grid_mapping(da)
+    text = da.coords[name].attrs.get("GeoTransform") if name in da.coords else None
+    try:
+        gt = tuple(float(v) for v in str(text).split()) if text is not None else ()
+    except ValueError:
+        gt = ()
+    return gt if len(gt) == 6 else _attrs_transform(da)
+
+
 def _check_gridded(da, where):
     """:class:`InputError` for a DataArray placed only by ground control points (rioxarray
     keeps them in its grid mapping's ``gcps``, the geotransform GDAL's identity), as for
@@ -135,6 +148,26 @@ def _check_gridded(da, where):
     if name in da.coords and da.coords[name].attrs.get("gcps"):
         raise InputError(f"{where}: georeferenced only by ground control points (GCPs): warp "
                          "it onto a grid first (da.rio.reproject(da.rio.crs))")
+
+
+def _unreferenced_grid(da, where):
+    """The :class:`Georef` of a DataArray of a raster read without a geotransform
+    (rioxarray's: GDAL's identity, its y ascending, the rows "running north") as its path is
+    read (:func:`terrain.io.raster.open_raster`): the north-up grid of cells of 1, lower-left
+    corner at (0, 0), without a CRS, warned; None for any other DataArray (one without
+    coordinates or a transform has no georeference)."""
+    if _declared_transform(da) != UNREFERENCED:
+        return None
+    import xarray as xr
+    name = _grid_mapping(da)
+    warn_unreferenced(where)
+    rows, cols = da.shape
+    gt = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
+    # the results' coordinates are the grid's, as the path's results and stores have them
+    ref = xr.Variable((), np.int32(0), attrs={"GeoTransform": " ".join(f"{v:.17g}" for v in gt)})
+    template = da.assign_coords({da.dims[0]: rows - 0.5 - np.arange(rows),
+                                 da.dims[1]: np.arange(cols) + 0.5, name: ref})
+    return Georef((1.0, 1.0), None, gt, template, None, where, unit_of(da.attrs))
 
 
 def _real(values, where):
@@ -207,8 +240,9 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         values = _float_values(values, dtype, where, _nodata_of(da), *_scale_of(da, where))
         if finite:
             _finite(values, da, where)
-        geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, where,
-                     unit_of(da.attrs))
+        geo = (_unreferenced_grid(da, where)
+               or Georef(_cellsize_of(da), _crs_of(da), None, da, None, where,
+                         unit_of(da.attrs)))
         gt = _geotransform(geo, values.shape)
         if gt is not None:  # y ascending: the rows run north
             check_north_up(gt, where, "reverse the axis first (da.isel(y=slice(None, None, "

@@ -612,3 +612,34 @@ def test_a_dataarray_placed_only_by_ground_control_points_is_refused_as_its_file
     warped = da.rio.reproject(da.rio.crs)  # the way the message gives
     assert terrain.fill(warped, backend="cpu").rio.crs.to_epsg() == 32617
 
+
+@pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
+def test_a_dataarray_of_a_raster_without_geotransform_is_its_files_grid(tmp_path):
+    """rioxarray reads a raster without a geotransform on GDAL's identity (y ascending, the
+    rows "running north"): read as its path is, the north-up grid of cells of 1 at (0, 0)
+    without a CRS, warned once (the path's results the oracle), not refused as south-up; an
+    array without coordinates stays unreferenced and unwarned."""
+    import warnings
+    rioxarray = pytest.importorskip("rioxarray")
+    z = dem(3, (12, 9))
+    path = _unplaced_raster(tmp_path / "plain.tif", z)
+    want = terrain.fill(path, backend="cpu")
+    for da in (rioxarray.open_rasterio(path), rioxarray.open_rasterio(path).squeeze()):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", terrain.TerrainWarning)
+            got = terrain.fill(da, backend="cpu")
+        said = [str(w.message) for w in caught if issubclass(w.category, terrain.TerrainWarning)]
+        assert said == ["DataArray: not georeferenced (no geotransform): read as a grid of "
+                        "cells of 1, its lower-left corner at (0, 0), without a CRS"]
+        for name in ("filled", "x", "y"):
+            assert np.array_equal(got[name].values, want[name].values, equal_nan=True), name
+        assert got.spatial_ref.attrs == want.spatial_ref.attrs == {"GeoTransform": "0 1 0 12 0 -1"}
+    mine = terrain.cost_distance(rioxarray.open_rasterio(path), points=[(8.5, 0.5)],
+                                 friction=path, backend="cpu")
+    theirs = terrain.cost_distance(path, points=[(8.5, 0.5)], friction=path, backend="cpu")
+    assert mine.attrs["source_rows"] == theirs.attrs["source_rows"] == [11]
+    assert np.array_equal(mine.distance.values, theirs.distance, equal_nan=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", terrain.TerrainWarning)
+        bare = terrain.fill(xr.DataArray(z, dims=("y", "x")), backend="cpu")
+    assert np.array_equal(bare.filled.values, want.filled.values, equal_nan=True)

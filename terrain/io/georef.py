@@ -26,8 +26,8 @@ from ..errors import InputError, warn
 __all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
            "write_georeference", "mark_raster", "finish_store", "fill_value_attr",
            "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS",
-           "UNREFERENCED", "is_unreferenced", "unit_of", "metres_per_unit", "linear_unit",
-           "LENGTH_UNITS"]
+           "UNREFERENCED", "is_unreferenced", "warn_unreferenced", "unit_of", "metres_per_unit",
+           "linear_unit", "LENGTH_UNITS"]
 
 GRID_MAPPING = "spatial_ref"
 
@@ -59,6 +59,15 @@ def is_unreferenced(geotransform, rows, crs=None):
     """
     gt = tuple(float(v) for v in geotransform)
     return not crs and gt in (UNREFERENCED, (0.0, 1.0, 0.0, float(rows), 0.0, -1.0))
+
+
+def warn_unreferenced(where):
+    """The warning that ``where``, a raster without a geotransform, is read as the grid
+    :func:`is_unreferenced` knows (:func:`terrain.io.raster.open_raster`)."""
+    warn(f"{where}: not georeferenced (no geotransform): read as a grid of cells of 1, its "
+         "lower-left corner at (0, 0), without a CRS")
+
+
 RASTER_DIMS = ("y", "x")
 
 

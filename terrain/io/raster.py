@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, warn
-from .georef import check_north_up
+from .georef import check_north_up, warn_unreferenced
 
 __all__ = ["Grid", "RasterGrid", "open_raster", "warn_rounded"]
 
@@ -207,8 +207,7 @@ def _georeference(src, path):
         how = "ground control points (GCPs)" if src.gcps[0] else "RPCs"
         raise InputError(f"{path}: georeferenced only by {how}: warp it onto a grid first "
                          f"(gdalwarp -t_srs EPSG:xxxx {path.name} warped.tif)")
-    warn(f"{path}: not georeferenced (no geotransform): read as a grid of cells of 1, its "
-         "lower-left corner at (0, 0), without a CRS")
+    warn_unreferenced(path)
     return (0.0, 1.0, 0.0, float(src.height), 0.0, -1.0), None
 
 
