@@ -152,21 +152,17 @@ def _check_gridded(da, where):
 
 def _unreferenced_grid(da, where):
     """The :class:`Georef` of a DataArray of a raster read without a geotransform
-    (rioxarray's: GDAL's identity, its y ascending, the rows "running north") as its path is
-    read (:func:`terrain.io.raster.open_raster`): the north-up grid of cells of 1, lower-left
-    corner at (0, 0), without a CRS, warned; None for any other DataArray (one without
-    coordinates or a transform has no georeference)."""
+    (rioxarray's: GDAL's identity, its y ascending, the rows "running north"), computed as
+    its path is read (:func:`terrain.io.raster.open_raster`: the north-up grid of cells of 1,
+    lower-left corner at (0, 0), without a CRS), warned; None for any other DataArray (one
+    without coordinates or a transform has no georeference). The results keep the input's
+    own labels (not the grid's), so that ``result - da`` pairs each cell with itself."""
     if _declared_transform(da) != UNREFERENCED:
         return None
-    import xarray as xr
     name = _grid_mapping(da)
     warn_unreferenced(where)
-    rows, cols = da.shape
-    gt = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
-    # the results' coordinates are the grid's, as the path's results and stores have them
-    ref = xr.Variable((), np.int32(0), attrs={"GeoTransform": " ".join(f"{v:.17g}" for v in gt)})
-    template = da.assign_coords({da.dims[0]: rows - 0.5 - np.arange(rows),
-                                 da.dims[1]: np.arange(cols) + 0.5, name: ref})
+    gt = (0.0, 1.0, 0.0, float(da.shape[0]), 0.0, -1.0)
+    template = da.drop_vars(name) if name in da.coords else da  # no transform, no CRS
     return Georef((1.0, 1.0), None, gt, template, None, where, unit_of(da.attrs))
 
 
