@@ -390,6 +390,22 @@ LONE_CR = ("its lines end with a carriage return alone (classic Mac OS): make th
            "first (tr '\\r' '\\n')")
 
 
+#: the bytes at a grid's end searched for DOS end-of-file marks (:func:`_eof_marks`)
+_TAIL_PROBE = 4096
+
+
+def _eof_marks(tail):
+    """Bytes to drop from the end of ``tail``, a file's last bytes: a DOS end-of-file mark
+    (Ctrl-Z, 0x1A) and what follows it when that is only more marks and whitespace (a
+    newline after it, several of them), which GDAL reads past.
+
+    >>> _eof_marks(b"3 4\\n\\x1a\\n"), _eof_marks(b"3 4\\n\\x1a\\x1a"), _eof_marks(b"3 4\\n")
+    (2, 2, 0)
+    """
+    end = re.search(rb"\x1a[\x1a\s]*\Z", tail)
+    return 0 if end is None else len(tail) - end.start()
+
+
 def looks_like_ascii_grid(path):
     """True when the file starts (after blanks) with an ESRI or GRASS header key."""
     try:
@@ -430,9 +446,8 @@ def open_ascii_grid(path):
     path = Path(path)
     size = check_readable_file(path)
     with open(path, "rb") as f:
-        f.seek(size - 1)
-        if f.read(1) == b"\x1a":  # a DOS end-of-file mark, which GDAL reads past
-            size -= 1
+        f.seek(max(0, size - _TAIL_PROBE))
+        size -= _eof_marks(f.read())
         f.seek(0)
         head = f.read(min(_HEADER_PROBE, size))
     if not head.strip():

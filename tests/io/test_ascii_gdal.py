@@ -158,9 +158,11 @@ def test_messages_say_what_is_wrong_where(tmp_path, text, message):
         open_grid(path).read_all()
 
 
-@pytest.mark.parametrize("tail", [b"\n\x1a", b"\x1a", b"\r\n\x1a"])
+@pytest.mark.parametrize("tail", [b"\n\x1a", b"\x1a", b"\r\n\x1a", b"\n\x1a\n", b"\n\x1a\x1a",
+                                  b"\x1a\r\n", b"\n\x1a \n\x1a\n\n"])
 def test_a_final_dos_end_of_file_mark_is_read_past_as_gdal_does(tmp_path, tail):
-    """A trailing Ctrl-Z was 'more data rows than nrows' (or a bad token '4\\x1a')."""
+    """A trailing Ctrl-Z was 'more data rows than nrows' (or a bad token '4\\x1a'); so was
+    one followed by a newline or by more of them, which GDAL reads past too."""
     path = tmp_path / "z.asc"
     path.write_bytes(ESRI + b"1 2\n3 4" + tail)
     values, _ = gdal_masked(path)
