@@ -9,6 +9,7 @@ store, byte for byte.
 """
 
 import os
+import re
 import sys
 import threading
 import time
@@ -367,7 +368,9 @@ def ingest_command(args):
         hint = " (--band N picks another)" if "; reading band" in str(w.message) else ""
         print(f"terrain: warning: {w.message}{hint}", file=sys.stderr)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+        for w in caught:  # said above: not again as ingest opens the grid (the data's own,
+            # such as integers float32 rounds, are found as it reads them and said then)
+            warnings.filterwarnings("ignore", re.escape(str(w.message)) + r"\Z")
         store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,
                        scheduler=args.scheduler, resume=getattr(args, "resume", False),
                        **options)

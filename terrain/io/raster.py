@@ -3,6 +3,7 @@ its own dataset (GDAL handles are not shared between threads); masked cells beco
 values float32.
 """
 
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +128,7 @@ class RasterGrid(Grid):
 
 #: the rasters whose rounding was said (once a file, not once a piece)
 _ROUNDED = set()
+_ROUNDED_LOCK = threading.Lock()
 
 
 def warn_rounded(where, given, out, mask=None, row0=0, once=False):
@@ -142,8 +144,11 @@ def warn_rounded(where, given, out, mask=None, row0=0, once=False):
         lost &= ~mask
     if not lost.any():
         return
-    if once:
-        _ROUNDED.add(str(where))
+    if once:  # tested again as it is marked: the pieces are read on several threads
+        with _ROUNDED_LOCK:
+            if str(where) in _ROUNDED:
+                return
+            _ROUNDED.add(str(where))
     r, c = (int(v) for v in np.argwhere(lost)[0])
     warn(f"{where}: {given.dtype} values beyond 2^24 are rounded to float32 "
          f"(elevations' type): {int(given[r, c])} at cell ({row0 + r}, {c}) reads as "
@@ -181,16 +186,14 @@ def _piece_rows(src, band, cols):
     return block * max(1, READ_BYTES // max(1, row))
 
 
-_QUIET = []
-
-
 def _quiet_unreferenced(rasterio):
     """A raster without a georeference is read as such (its cells are the grid's), which
-    rasterio's warning of two lines would say again on every open: filtered, once (a change
-    of the filters makes Python show every warning again)."""
-    if not _QUIET:
-        warnings.filterwarnings("ignore", category=rasterio.errors.NotGeoreferencedWarning)
-        _QUIET.append(True)
+    rasterio's warning of two lines would say again on every open: filtered, where the
+    filters lack it (a change of the filters makes Python show every warning again; a
+    ``catch_warnings`` block that opened a raster took it away as it ended)."""
+    quiet = rasterio.errors.NotGeoreferencedWarning
+    if not any(f[0] == "ignore" and f[2] is quiet for f in warnings.filters):
+        warnings.filterwarnings("ignore", category=quiet)
 
 
 def _georeference(src, path):

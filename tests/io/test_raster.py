@@ -84,3 +84,52 @@ def test_a_raster_without_georeference_is_the_ascii_grids_north_up_grid(tmp_path
     assert np.array_equal(api.y.values, want.y.values) and "crs_wkt" not in api.spatial_ref.attrs
     flow = terrain.flow(got.filled)
     assert np.array_equal(flow.direction.values, terrain.flow(asc).direction.values)
+
+
+def _grid_of(tmp_path, kind, row):
+    """``row`` (integers) as a one-row ESRI grid or an int32/int64 GeoTIFF."""
+    if kind == "asc":
+        path = tmp_path / "r.asc"
+        path.write_text(f"ncols {len(row)}\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+                        f"NODATA_value -9999\n{' '.join(map(str, row))}\n")
+        return path
+    return _write(tmp_path / f"r-{kind}.tif", np.array([row], kind), crs="EPSG:32617",
+                  transform=rasterio.Affine(1, 0, 0, 0, -1, 1))
+
+
+def _rounding(path, kind, value):
+    """terrain's warning of ``value`` at cell (0, 0), float32's rounding of it by NumPy."""
+    return (f"{path}: {'int32' if kind == 'asc' else kind} values beyond 2^24 are rounded to "
+            f"float32 (elevations' type): {value} at cell (0, 0) reads as "
+            f"{float(np.float32(value)):.0f}")
+
+
+@pytest.mark.parametrize("kind", ["asc", "int32"])
+@pytest.mark.parametrize("scheduler", [None, "threads", "synchronous", "local"])
+def test_ingest_says_integers_float32_rounds_once_a_file(tmp_path, capsys, kind, scheduler):
+    """ingest said nothing of them (mst of the same file did): it silenced every warning
+    while it read, the header's having been said before."""
+    path = _grid_of(tmp_path, kind, [16777217, 7, 5])
+    rc, _, err = run_main(capsys, "ingest", path, "-o", tmp_path / "a.zarr",
+                          scheduler=scheduler)
+    assert rc == 0, err
+    warned = [line for line in err.splitlines() if "warning" in line]
+    assert warned == [f"terrain: warning: {_rounding(path, kind, 16777217)}"], err
+
+
+@pytest.mark.parametrize("scheduler", [None, "threads"])
+def test_ingest_says_a_header_warning_once_and_not_rasterios(tmp_path, capsys, scheduler):
+    """The header's warnings are said once, before the read; rasterio's own of a raster
+    without a georeference (two lines, a source line) never."""
+    path = tmp_path / "two.tif"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with rasterio.open(path, "w", driver="GTiff", height=3, width=4, count=2,
+                           dtype="float32") as dst:
+            dst.write(np.ones((2, 3, 4), np.float32))
+    rc, _, err = run_main(capsys, "ingest", path, "-o", tmp_path / "a.zarr", scheduler=scheduler)
+    assert rc == 0, err
+    assert err.splitlines() == [
+        f"terrain: warning: {path}: 2 bands; reading band 1 (--band N picks another)",
+        f"terrain: warning: {path}: not georeferenced (no geotransform): read as a grid of "
+        "cells of 1, its lower-left corner at (0, 0), without a CRS"], err
