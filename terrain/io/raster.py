@@ -139,7 +139,10 @@ def warn_rounded(where, given, out, mask=None, row0=0, once=False):
     if given.dtype.kind not in "iu" or given.dtype.itemsize < 4 or (once and str(where)
                                                                       in _ROUNDED):
         return
-    lost = out.astype(given.dtype) != given  # nodata cells: set to NaN after
+    # float32 rounds the type's largest integers up to 2^31 (2^32, 2^63, 2^64), which no cast
+    # takes back (NumPy warns of an invalid cast): those are lost, the others compared exactly
+    over = out >= 2.0 ** (8 * given.dtype.itemsize - (given.dtype.kind == "i"))
+    lost = over | (np.where(over, 0, out).astype(given.dtype) != given)  # nodata: NaN after
     if mask is not None:
         lost &= ~mask
     if not lost.any():

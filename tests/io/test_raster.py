@@ -117,6 +117,20 @@ def test_ingest_says_integers_float32_rounds_once_a_file(tmp_path, capsys, kind,
     assert warned == [f"terrain: warning: {_rounding(path, kind, 16777217)}"], err
 
 
+@pytest.mark.parametrize("kind, value", [("asc", 2 ** 31 - 1), ("int32", 2 ** 31 - 2),
+                                         ("int64", 2 ** 63 - 1)])
+def test_integers_float32_rounds_beyond_their_type_are_said_without_numpy(tmp_path, kind,
+                                                                          value):
+    """float32 rounds them up to 2^31 (2^63): the check cast that back to the integers'
+    type, and NumPy's 'invalid value encountered in cast' came first, with a source line."""
+    path = _grid_of(tmp_path, kind, [value, 7, 5])
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        z, _ = terrain.io.read_grid(path)
+    assert [str(w.message) for w in got] == [_rounding(path, kind, value)]
+    assert z[0, 0] == np.float32(value)
+
+
 @pytest.mark.parametrize("scheduler", [None, "threads"])
 def test_ingest_says_a_header_warning_once_and_not_rasterios(tmp_path, capsys, scheduler):
     """The header's warnings are said once, before the read; rasterio's own of a raster
