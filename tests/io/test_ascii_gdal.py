@@ -8,7 +8,7 @@ import pytest
 import rasterio
 from rasterio.crs import CRS
 
-from terrain.errors import InputError
+from terrain.errors import InputError, TerrainWarning
 from terrain.io import open_grid, read_grid
 from cli import run_main
 from grids import assert_bits_equal
@@ -186,3 +186,27 @@ def test_where_gdal_reads_otherwise_is_as_the_docs_say(tmp_path, row, gdal, terr
             read_grid(path)
     else:
         assert_bits_equal(read_grid(path)[0], np.array([terrain], np.float32))
+
+
+@pytest.mark.parametrize("nodata, row", [
+    ("2147483648", "2147483647 2147483520 5 2147483648"),
+    ("-2147483649", "-2147483647 -2147483520 5 -2147483648"),
+    ("30000000", "30000001 1e3"),
+])
+def test_a_nodata_beyond_int32_or_an_exponent_makes_gdal_read_float32(tmp_path, nodata, row):
+    """docs/gis.md, "ASCII grids": not only a '.' makes GDAL read Float32, but an exponent in
+    the data or a NODATA_value beyond Int32; its float32 nodata test then masks integers near
+    the nodata, which terrain keeps (an integer token is nodata when it equals it)."""
+    path = tmp_path / "f.asc"
+    tokens = row.split()
+    path.write_bytes(ESRI.replace(b"ncols 2\nnrows 2", f"ncols {len(tokens)}\nnrows 1".encode())
+                     + f"NODATA_value {nodata}\n{row}\n".encode())
+    with rasterio.open(path) as src:
+        assert src.dtypes[0] == "float32", src.dtypes
+    values, mask = gdal_masked(path)
+    with pytest.warns(TerrainWarning, match=r"values beyond 2\^24 are rounded"):
+        z, _ = read_grid(path)
+    exact = [t == nodata for t in tokens]
+    np.testing.assert_array_equal(np.isnan(z[0]), exact)
+    assert mask[0, 0] and not exact[0]  # GDAL masks the integer near the nodata
+    assert_bits_equal(z[~mask], values[~mask])
