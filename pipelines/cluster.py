@@ -159,8 +159,8 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
                                    silence_logs=logging.CRITICAL)
         client = Client(cluster)
     if not quiet:
-        link = (_dashboard_link(cluster, dashboard) if cluster is not None
-                else f"{spec} ({client.dashboard_link})")
+        link = (_dashboard_link(client, dashboard[0]) if cluster is not None
+                else f"{spec} ({_dashboard_link(client, None)})")
         print(f"terrain: Dask dashboard at {link}", file=sys.stderr, flush=True)
     _active_client, was_external, _external = client, _external, cluster is None
     try:
@@ -172,13 +172,14 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
             cluster.close()
 
 
-def _dashboard_link(cluster, address):
-    """The dashboard's URL with the host it really listens on."""
-    host = address[0]
-    port = cluster.scheduler_info.get("services", {}).get("dashboard")
-    if host in ("", "0.0.0.0", "::") or port is None:
-        return cluster.dashboard_link
-    return f"http://{_url_host(host)}:{port}/status"
+def _dashboard_link(client, host=None):
+    """The dashboard's URL with the host it really listens on (None: the scheduler's own).
+    distributed's link drops an IPv6 host's brackets (``http://[:45805/status``)."""
+    from distributed.comm import get_address_host
+    port = client.scheduler_info().get("services", {}).get("dashboard")
+    if port is None or host in ("", "0.0.0.0", "::"):
+        return client.dashboard_link
+    return f"http://{_url_host(host or get_address_host(client.scheduler.address))}:{port}/status"
 
 
 def remote_input(path):
@@ -279,8 +280,11 @@ def _connect(client_class, spec):
         try:
             return client_class(spec, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as e:
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise InputError(f"cannot reach the Dask scheduler at {spec}: {reason}") from None
+            raise InputError(f"cannot reach the Dask scheduler at {spec}: {_first_line(e)}"
+                             ) from None
+        except Exception:  # a peer that answers the identity check, then not as a scheduler
+            raise InputError(f"no Dask scheduler at {spec}: what answers there did not "
+                             "behave as a Dask scheduler") from None
 
 
 def _check_scheduler(spec):
@@ -292,8 +296,14 @@ def _check_scheduler(spec):
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
-    from distributed.comm import CommClosedError, connect
+    from distributed.comm import CommClosedError, connect, get_address_host
     from distributed.security import Security
+
+    try:  # before connecting: else its error reads as another protocol's bytes
+        get_address_host(spec)
+    except ValueError as e:  # "invalid address ...; maybe: ipv6 needs brackets like [::1]"
+        raise InputError(f"scheduler {spec!r}: not an address Dask reads "
+                         f"({_first_line(e).split('maybe: ')[-1]})") from None
 
     async def identity():
         comm = await connect(spec, timeout=CONNECT_TIMEOUT,

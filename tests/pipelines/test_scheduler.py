@@ -1,5 +1,6 @@
 """Pipelines run on any scheduler: an existing cluster reached by address, or local ones."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -652,3 +653,64 @@ def test_an_http_server_as_scheduler_is_one_line_and_writes_nothing(tmp_path):
     assert_one_line_error(proc, f"no Dask scheduler at {address}: what answers there does "
                                 "not speak Dask's protocol")
     assert list(tmp_path.iterdir()) == []
+
+
+def _fake_scheduler():
+    """A server on 127.0.0.1 speaking Dask's protocol that answers every message as Dask's
+    ``identity`` op of a scheduler does: its address and what stops it."""
+    import asyncio
+    import threading
+
+    from distributed.comm import listen
+
+    async def answer(comm):
+        with contextlib.suppress(Exception):
+            while True:
+                await comm.read()
+                await comm.write({"type": "Scheduler", "id": "x"})
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    listener = listen("tcp://127.0.0.1:0", answer)
+    asyncio.run_coroutine_threadsafe(listener.start(), loop).result(10)
+    return listener.contact_address, lambda: loop.call_soon_threadsafe(listener.stop)
+
+
+def test_a_peer_that_answers_identity_only_is_one_line(tmp_path):
+    """Before: distributed's Client asserted on its handshake reply (an AssertionError
+    traceback, exit 1)."""
+    pytest.importorskip("distributed")
+    from cli import assert_one_line_error, run_terrain
+    address, stop = _fake_scheduler()
+    try:
+        proc = run_terrain("mst", str(SAMPLE), "-o", "m.zarr", "--scheduler", address,
+                           cwd=tmp_path, timeout=120)
+    finally:
+        stop()
+    assert_one_line_error(proc, f"no Dask scheduler at {address}: what answers there did not "
+                                "behave as a Dask scheduler")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unbracketed_ipv6_address_says_it_needs_brackets():
+    """Before: nothing was contacted, yet the line said what answers does not speak Dask."""
+    pytest.importorskip("distributed")
+    from pipelines.cluster import open_scheduler
+    from terrain.errors import InputError
+    with pytest.raises(InputError, match=r"^scheduler 'tcp://::1:18811': not an address Dask "
+                                         r"reads \(ipv6 needs brackets"), \
+            open_scheduler("tcp://::1:18811"):
+        pass
+
+
+def test_the_dashboard_link_of_an_ipv6_scheduler_is_a_url():
+    """Before: distributed's link for a scheduler on [::1] read ``http://[:45805/status``."""
+    from types import SimpleNamespace
+    from urllib.parse import urlsplit
+
+    from pipelines.cluster import _dashboard_link
+    client = SimpleNamespace(scheduler=SimpleNamespace(address="tcp://[::1]:18790"),
+                             scheduler_info=lambda: {"services": {"dashboard": 45805}},
+                             dashboard_link="http://[:45805/status")
+    url = urlsplit(_dashboard_link(client))
+    assert (url.scheme, url.hostname, url.port, url.path) == ("http", "::1", 45805, "/status")
