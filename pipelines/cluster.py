@@ -17,7 +17,7 @@ import warnings
 from terrain import native
 from terrain.errors import InputError
 
-__all__ = ["open_scheduler", "compute", "run_as_completed", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
+__all__ = ["open_scheduler", "compute", "call", "run_as_completed", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
            "SchedulerLost", "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
            "shares_nothing", "SHARE_NOTHING_COMMANDS",
@@ -382,6 +382,17 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
             on_failure()
         _stop(client, futures, e, address)
         raise
+
+
+def call(fn, *args, label="terrain", **kwargs):
+    """``fn(*args, **kwargs)``: in this process, or as one task on the active cluster (an
+    in-core step that ``--scheduler`` asked to run there; its paths as the workers see
+    them, :func:`remote_input`)."""
+    if _active_client is None:
+        return fn(*args, **kwargs)
+    import dask
+    (result,) = compute(dask.delayed(fn, pure=False)(*args, **kwargs), label=label)
+    return result
 
 
 def share(value):

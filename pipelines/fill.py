@@ -18,6 +18,7 @@ task opens itself (a cluster that shares nothing but the object store, docs/scal
 the output is finished.
 """
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -546,15 +547,20 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         out, key, tifs, lambda store: write_geotiffs(store, geotiff_dir, cog=cog), "fill")
     if done:
         return done
-    with output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume,
-                   companions=tifs) as tmp:
+    # in core on a cluster (--scheduler, a batch's): reached before any work, the fill one
+    # task there; the tiled route opens its own after the ingest (which runs here)
+    on_cluster = route == "in-core" and not cluster.runs_in_process(scheduler)
+    with (cluster.open_scheduler(scheduler, inputs=[inp]) if on_cluster
+          else contextlib.nullcontext()), \
+            output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume,
+                      companions=tifs) as tmp:
         reused = prepare_resume(tmp) if resume else 0
         partial = tmp if route == "tiled" else None
         z = None
         if is_store(inp):
             open_group(tmp, mode="a" if resume else "w-")
             dem_path = inp
-        elif route == "in-core" and cluster.runs_in_process(scheduler):
+        elif route == "in-core":
             from .ingest import write_elevation  # the DEM stays in memory for the fill
             z = write_elevation(grid, tmp, tile)
             dem_path = tmp
@@ -569,7 +575,9 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             if cells is not None:
                 mask[cells[:, 0], cells[:, 1]] = 1
             with naming("outlets", outlets), naming("dem", inp):
-                summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options, z=z)
+                summary = cluster.call(_run_in_core, cluster.remote_input(dem_path),
+                                       cluster.remote_input(tmp), spec, geo, be.name, mask,
+                                       options, z=None if on_cluster else z, label="fill")
         else:
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 # a cluster given by address runs the tasks in other folders: absolute

@@ -24,6 +24,7 @@ weights raster's store is scratch beside the output (under its prefix at a URL),
 before the output is finished.
 """
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -199,7 +200,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     the summary's ``reused_tasks`` counts them). Returns the summary (also in the store's
     ``flow`` attribute).
     """
-    from .cluster import open_scheduler
+    from .cluster import call, open_scheduler, remote_input, runs_in_process
     from .fill import fill_route, named_outlets, write_filled, write_outlets
     t_start = time.perf_counter()
     be = get_backend(backend)
@@ -253,9 +254,14 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         out, key, tifs, lambda store: write_flow_geotiffs(store, geotiff_dir, cog), "flow")
     if done:
         return done
+    # in core on a cluster (--scheduler, a batch's): reached before any work, the flow one
+    # task there; the tiled route opens its own after the ingest (which runs here)
+    on_cluster = chosen == "in-core" and not runs_in_process(scheduler)
     try:
-        with output_at(out, overwrite, inputs=[inp, outlets, weights], key=key,
-                       resume=resume, companions=tifs) as tmp:
+        with (open_scheduler(scheduler, inputs=[inp, weights]) if on_cluster
+              else contextlib.nullcontext()), \
+                output_at(out, overwrite, inputs=[inp, outlets, weights], key=key,
+                          resume=resume, companions=tifs) as tmp:
             reused = prepare_resume(tmp) if resume else 0
             t0 = time.perf_counter()
             if fill_attrs is not None or is_store(inp):
@@ -278,7 +284,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                     weights_tmp = scratch_beside(tmp, ".weights")
                     remove_tree(weights_tmp)  # a killed run's
                     # an infinite weight is refused by the flow's own check, naming it
-                    ingest_into(weights, weights_tmp, tile, label="flow-ingest", finite=False)
+                    ingest_into(remote_input(weights), remote_input(weights_tmp), tile,
+                                label="flow-ingest", finite=False)  # (on a cluster: there)
                     w_path = weights_tmp
             # a fill store's layer as it is, its files shared (not at a URL: no links there)
             linked = fill_attrs is not None and not (is_remote(inp) or is_remote(tmp))
@@ -298,9 +305,11 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             wall["ingest"] = time.perf_counter() - t0
             with naming("weights", weights), naming("outlets", outlets):
                 if chosen == "in-core":
-                    stats = _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path,
-                                     filled and inp, be, wall, z,
-                                     write_filled_layer=not linked)
+                    stats, times = call(_in_core, remote_input(tmp), remote_input(dem_path),
+                                        dem_layer, spec, side, out_layer, w_path and remote_input(w_path),
+                                        filled and inp, be, None if on_cluster else z,
+                                        write_filled_layer=not linked, label="flow")
+                    wall.update(times)
                 else:
                     t0 = time.perf_counter()
                     # one scheduler for the fill and the flow (one cluster, one dashboard)
@@ -339,12 +348,12 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     return summary
 
 
-def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be, wall,
-             z=None, write_filled_layer=True):
+def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be, z=None,
+             write_filled_layer=True):
     """The grid (``dem_layer`` of ``dem_path``) read whole (or given: ``z``); fill (unless
     ``filled``: then the input's name, refused when it is not filled), directions and
     accumulation where ``be`` computes; on the GPU the accumulation stays on the device
-    until the writes."""
+    until the writes. Returns the summary's counts and the steps' seconds."""
     from concurrent.futures import ThreadPoolExecutor
     t0 = time.perf_counter()
     z = read_layer(dem_path, dem_layer, np.float32) if z is None else z
@@ -378,13 +387,13 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
         for done in written:
             done.result()
     t5 = time.perf_counter()
-    wall.update({"read": t1 - t0, "fill": t2 - t1, "direction": t3 - t2,
-                 "accumulation": t4 - t3, "write": t5 - t4})
+    wall = {"read": t1 - t0, "fill": t2 - t1, "direction": t3 - t2,
+            "accumulation": t4 - t3, "write": t5 - t4}
     # where the array is (np.isnan and np.all beside the device's nanmax were two more CuPy
     # kernels to load, 0.1 s of the 40-ft flow on an H200, and NumPy ufuncs, whose first call
     # on a CuPy array imports cupyx.scipy.special, 0.24 s)
     mx = nanmax(acc) if d.stats["cells"] else float("nan")
-    return _stats(d.stats, mx)
+    return _stats(d.stats, mx), wall
 
 
 def _stats(dstats, mx, groups=1):

@@ -714,3 +714,38 @@ def test_the_dashboard_link_of_an_ipv6_scheduler_is_a_url():
                              dashboard_link="http://[:45805/status")
     url = urlsplit(_dashboard_link(client))
     assert (url.scheme, url.hostname, url.port, url.path) == ("http", "::1", 45805, "/status")
+
+
+@pytest.mark.parametrize("command", ["fill", "flow"])
+def test_fill_and_flow_in_core_take_the_scheduler_given(tmp_path, command):
+    """Before: in core they ignored --scheduler (a bogus name, a closed port: exit 0, the
+    store written); now as mst and cost-distance: refused in one line, else one task there."""
+    distributed = pytest.importorskip("distributed")
+    import logging
+
+    from cli import assert_one_line_error, run_terrain
+    for scheduler, line in [("bogus", "scheduler 'bogus': not an address"),
+                            (_listener("refused"), "cannot reach the Dask scheduler at ")]:
+        if isinstance(scheduler, tuple):
+            (scheduler, stop), line = scheduler, line + scheduler[0]
+            stop()  # closed: nothing listens there
+        proc = run_terrain(command, str(SAMPLE), "-o", "x.zarr", "--route", "in-core",
+                           "--scheduler", scheduler, cwd=tmp_path, timeout=120)
+        assert_one_line_error(proc, line)
+        assert list(tmp_path.iterdir()) == []
+    local = run_terrain(command, str(SAMPLE), "-o", "here.zarr", "--route", "in-core",
+                        "--json", cwd=tmp_path, timeout=300)
+    assert local.returncode == 0, local.stderr
+    with distributed.LocalCluster(n_workers=1, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=None,
+                                  silence_logs=logging.CRITICAL) as cluster:
+        there = run_terrain(command, str(SAMPLE), "-o", "there.zarr", "--route", "in-core",
+                            "--json", "--scheduler", cluster.scheduler_address,
+                            cwd=tmp_path, timeout=300)
+        ran = set(cluster.scheduler.task_prefixes)
+    assert there.returncode == 0, there.stderr
+    assert {"run_in_core", "in_core"} & ran, ran  # the in-core step ran on that cluster
+    here, there = (zarr.open_group(str(tmp_path / n), mode="r") for n in ("here.zarr", "there.zarr"))
+    assert sorted(here.array_keys()) == sorted(there.array_keys())
+    for name in here.array_keys():
+        assert np.array_equal(here[name][...], there[name][...], equal_nan=True), name
