@@ -17,7 +17,8 @@ import warnings
 from terrain import native
 from terrain.errors import InputError
 
-__all__ = ["open_scheduler", "compute", "call", "run_as_completed", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
+__all__ = ["open_scheduler", "compute", "call", "run_as_completed", "LOCAL_SCHEDULERS",
+           "LOCAL_CLUSTER",
            "SchedulerLost", "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
            "shares_nothing", "SHARE_NOTHING_COMMANDS",

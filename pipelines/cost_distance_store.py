@@ -20,7 +20,8 @@ from terrain.io.zarr_meta import open_group
 from terrain.tiles.store import create_layer, link_layer, read_block
 
 __all__ = ["StoreReader", "prepare_layers", "dem_in_output",
-           "cost_model_attributes", "geotiff_paths", "geotiff_files", "write_geotiffs", "GEOTIFF_LAYERS",
+           "cost_model_attributes", "geotiff_paths", "geotiff_files", "write_geotiffs",
+           "GEOTIFF_LAYERS",
            "summary_base", "window_stats", "reached", "source_arrays"]
 
 #: the layers --geotiff-dir writes, one GeoTIFF each

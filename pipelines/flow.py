@@ -306,7 +306,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             with naming("weights", weights), naming("outlets", outlets):
                 if chosen == "in-core":
                     stats, times = call(_in_core, remote_input(tmp), remote_input(dem_path),
-                                        dem_layer, spec, side, out_layer, w_path and remote_input(w_path),
+                                        dem_layer, spec, side, out_layer,
+                                        w_path and remote_input(w_path),
                                         filled and inp, be, None if on_cluster else z,
                                         write_filled_layer=not linked, label="flow")
                     wall.update(times)

@@ -492,7 +492,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
     tifs = [geotiff] if geotiff else []
     done = resume and geotiffs_finished(
-        out, key, tifs, lambda store: write_geotiff(store, staged_path(geotiff), cog=cog, shown=geotiff),
+        out, key, tifs,
+        lambda store: write_geotiff(store, staged_path(geotiff), cog=cog, shown=geotiff),
         "mst")
     if done:
         return done

@@ -6,8 +6,8 @@ Labels are int32 (1, 2, ... per outlet; 0 drains elsewhere; -1 nodata) in a COG 
 (layer ``watershed``). Streams are one LineString per link (``order``, ``upstream``,
 ``outlet``, ``cells``, ``length``) written as the paths are
 (:func:`terrain.io.points.write_paths`): GeoJSON is RFC 7946 (WGS 84, reprojected; refused
-for a DEM without a CRS), a GeoPackage or FlatGeobuf keeps the DEM's CRS exactly. Formats: docs/hydrology.md,
-"Watersheds and streams".
+for a DEM without a CRS), a GeoPackage or FlatGeobuf keeps the DEM's CRS exactly. Formats:
+docs/hydrology.md, "Watersheds and streams".
 """
 
 import json

@@ -18,8 +18,9 @@ written at once than there are cores (:func:`geotiff_plan`). Under a memory budg
 :data:`LAYER_BYTES` beside the cache, whatever the grid.
 
 The file carries CRS, geotransform, nodata, band description and tags, the layer's
-``units`` attribute as the band's unit type, and appears atomically. GDAL encodes (rasterio); terrain streams the windows because GDAL's Zarr driver
-does not read every v3 sharded array terrain writes (docs/gis.md, "GeoTIFF outputs").
+``units`` attribute as the band's unit type, and appears atomically. GDAL encodes
+(rasterio); terrain streams the windows because GDAL's Zarr driver does not read every v3
+sharded array terrain writes (docs/gis.md, "GeoTIFF outputs").
 """
 
 import concurrent.futures

@@ -45,7 +45,8 @@ __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
            "filesystem", "scratch_beside", "inside", "remove_tree", "object_entries",
-           "input_fingerprint", "input_fingerprints", "as_path", "command_paths", "check_local_outputs", "PENDING_ROOT",
+           "input_fingerprint", "input_fingerprints", "as_path", "command_paths",
+           "check_local_outputs", "PENDING_ROOT",
            "hold_url_lock", "lock_url", "LOCK_LEASE", "LOCK_HEARTBEAT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
@@ -712,9 +713,10 @@ def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False, com
     """Where a command writes ``target``: :func:`url_output` for a URL or a
     :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: the run's key,
     its partial's name there, its checkpoints' folder at a URL; ``companions``: its local
-    GeoTIFFs, which a store at a URL never has: those commands are staged, :func:`stage`). An input (a local one, or a
-    store at a URL: its objects' versions) that another command rewrites while the block
-    runs is an :class:`InputError` before anything is published: the result would hold
+    GeoTIFFs, which a store at a URL never has: those commands are staged, :func:`stage`). An
+    input (a local one, or a store at a URL: its objects' versions) that another command
+    rewrites while the block runs is an :class:`InputError` before anything is published: the
+    result would hold
     some of each (and record the new one's fingerprint). So is an :class:`InputError` of
     the block (a parse error: the new file's rows read at the old header's offsets) raised
     while an input differs from ``began`` (:func:`input_fingerprints` taken when the run
