@@ -642,19 +642,6 @@ def test_a_workers_address_is_not_taken_for_the_schedulers():
             pass
 
 
-def test_an_http_server_as_scheduler_is_one_line_and_writes_nothing(tmp_path):
-    from cli import assert_one_line_error, run_terrain
-    address, stop = _listener("http reply")
-    try:
-        proc = run_terrain("mst", str(SAMPLE), "-o", "m.zarr", "--scheduler", address,
-                           cwd=tmp_path, timeout=120)
-    finally:
-        stop()
-    assert_one_line_error(proc, f"no Dask scheduler at {address}: what answers there does "
-                                "not speak Dask's protocol")
-    assert list(tmp_path.iterdir()) == []
-
-
 def _fake_scheduler():
     """A server on 127.0.0.1 speaking Dask's protocol that answers every message as Dask's
     ``identity`` op of a scheduler does: its address and what stops it."""
@@ -676,19 +663,21 @@ def _fake_scheduler():
     return listener.contact_address, lambda: loop.call_soon_threadsafe(listener.stop)
 
 
-def test_a_peer_that_answers_identity_only_is_one_line(tmp_path):
-    """Before: distributed's Client asserted on its handshake reply (an AssertionError
-    traceback, exit 1)."""
+@pytest.mark.parametrize("peer, said", [
+    ("http reply", "does not speak Dask's protocol"),
+    # before: distributed's Client asserted on its handshake reply (a traceback, exit 1)
+    ("identity only", "did not behave as a Dask scheduler"),
+])
+def test_a_peer_that_is_no_scheduler_is_one_line_and_writes_nothing(tmp_path, peer, said):
     pytest.importorskip("distributed")
     from cli import assert_one_line_error, run_terrain
-    address, stop = _fake_scheduler()
+    address, stop = _fake_scheduler() if peer == "identity only" else _listener(peer)
     try:
         proc = run_terrain("mst", str(SAMPLE), "-o", "m.zarr", "--scheduler", address,
                            cwd=tmp_path, timeout=120)
     finally:
         stop()
-    assert_one_line_error(proc, f"no Dask scheduler at {address}: what answers there did not "
-                                "behave as a Dask scheduler")
+    assert_one_line_error(proc, f"no Dask scheduler at {address}: what answers there {said}")
     assert list(tmp_path.iterdir()) == []
 
 
