@@ -367,8 +367,10 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
         if z is None:
             z = read_layer(dem_path, "elevation", np.float32)
         t1 = time.perf_counter()
+        # the elevations are written: their memory takes the depth
         r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=backend,
-                             labels="depression" in names, **(options or {}))
+                             labels="depression" in names, overwrite_dem=True,
+                             **(options or {}))
         t2 = time.perf_counter()
         prepared.result()
         windows = shard_windows(spec.shape, spec.tile * tiles_per_shard(spec.tile, spec.shape))

@@ -370,7 +370,7 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     t1 = time.perf_counter()
     if not filled:
         z = fill_depressions(z, spec.connectivity, outl, labels=False, tile=spec.tile,
-                             backend=be).filled
+                             backend=be, overwrite_dem=True).filled
     t2 = time.perf_counter()
     # a layer is written while the next is computed: at the 10-ft size the filled DEM (14
     # GB) and the codes (3.5 GB) while the device finds the directions and the accumulation

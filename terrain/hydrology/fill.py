@@ -143,9 +143,10 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
     return _labelled(flooded, connectivity, backend)[0]
 
 
-def _labelled(flooded, connectivity, backend):
+def _labelled(flooded, connectivity, backend, out=None):
     """``(depression_labels(...), the number of regions)``: the count, the largest id, is
-    what the labelling knows, not another pass over the grid."""
+    what the labelling knows, not another pass over the grid. ``out``: an int32 buffer of
+    at least the grid's cells (host) that the labels take."""
     be = get_backend(backend)
     conn = check_connectivity(connectivity)
     if be.is_gpu:
@@ -158,7 +159,7 @@ def _labelled(flooded, connectivity, backend):
         raise InputError(f"depression labels: a 2-D mask, got shape {mask.shape}")
     H, W = mask.shape
     bounds = _strip_bounds(H, W)
-    labels = np.empty((H, W), np.int32)
+    labels = np.empty((H, W), np.int32) if out is None else out[:H * W].reshape(H, W)
 
     def label(s, stop):  # a strip's own numbering; its count
         rows = slice(bounds[s], bounds[s + 1])
@@ -231,7 +232,9 @@ def _drain_block(zh, mh, src):
 
 
 def _flood_levels(z, outlet, connectivity):
-    """The levels (``inf`` where undrained or nodata) of DEM ``z`` in core: the priority
+    """``(levels, spare)``: the levels (``inf`` where undrained or nodata) of DEM ``z`` in
+    core, and the strips' labels buffer (int32, at least ``z.size``; None on one strip),
+    free for the caller to reuse. The priority
     flood ``terrain_flood_grid`` of terrain/native/kernels.c, on a big grid one row strip a
     thread (:func:`_raise_strips`). At 4096² one strip takes 0.72 s where the forest and its
     drain pass took 5.9 s, so the CPU's in-core fill builds no forest; the tiled fill and
@@ -269,7 +272,7 @@ def _flood_levels(z, outlet, connectivity):
     spills = native.in_strips(bounds, flood)
     if k > 1:
         _raise_strips(lib, z, fh, labels, bounds, spills, connectivity)
-    return fh[:H * W].reshape(H, W)
+    return fh[:H * W].reshape(H, W), labels
 
 
 def _strip_bounds(H, W, threads=None):
@@ -410,6 +413,7 @@ class _CpuOps:
     def __init__(self, be):
         self.be = be
         self.mask = None
+        self.spare = None  # the flood's labels buffer, once it is done with it
 
     def forest(self, z, connectivity, tile):
         if self.mask is None:
@@ -418,7 +422,8 @@ class _CpuOps:
         return self.mask
 
     def levels(self, z, outlet, connectivity, tile):
-        return _flood_levels(z, outlet, connectivity)
+        levels, self.spare = _flood_levels(z, outlet, connectivity)
+        return levels
 
 
 class _GpuOps:
@@ -429,6 +434,7 @@ class _GpuOps:
 
     def __init__(self, be):
         self.be = be
+        self.spare = None
 
     def forest(self, z, connectivity, tile):  # the plain forest (the hierarchy's)
         from ..grid.mst import grid_mst
@@ -440,7 +446,8 @@ class _GpuOps:
 
 
 def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_depth=None,
-                     min_area=None, hierarchy=False, labels=True, tile=512, backend=None):
+                     min_area=None, hierarchy=False, labels=True, tile=512, backend=None,
+                     overwrite_dem=False):
     """Fill every depression of ``dem`` to its spill elevation, in core.
 
     Parameters
@@ -463,6 +470,9 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     tile : int
         Tile side of the grid MST on the CPU.
     backend : {'cpu', 'gpu', 'auto'}, optional
+    overwrite_dem : bool
+        True: a float32 NumPy ``dem`` may be overwritten (it then holds the depth, one
+        grid less), as SciPy's ``overwrite_a``. Other arrays are never written.
 
     Returns
     -------
@@ -513,8 +523,11 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     else:
         f = ops.levels(z, outlet, conn, tile)
     times["levels"] = time.perf_counter() - t1
+    # the layers take the memory of what the fill is done with: at 4096² 144 MB fewer to
+    # allocate, where a fresh page cost the 2-core VM more than its computation did
     r = _finish(z, f, outlet, conn, be, "in-core", times, t0,
-                host=not array_backend(dem).is_gpu, labels=labels)
+                host=not array_backend(dem).is_gpu, labels=labels,
+                spare=ops.spare if not epsilon else None, overwrite_dem=overwrite_dem)
     r.hierarchy = table if hierarchy else None
     if epsilon:
         r.stats["epsilon"] = True
@@ -717,24 +730,28 @@ def kept_pits(table, min_depth=None, min_area=None):
 
 
 def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True,
-            labels=True):
+            labels=True, spare=None, overwrite_dem=False):
     """The result layers and statistics from the levels ``f`` (``inf`` = undrained; on the
     host consumed, its memory reused), computed where ``f`` is (host or device:
-    docs/hydrology.md), returned on the host (or left on the device without ``host``)."""
+    docs/hydrology.md), returned on the host (or left on the device without ``host``). On
+    the host the outlet mask (consumed) holds the flooded cells, ``spare`` (an int32
+    buffer, or None) the depression ids, and ``z`` the depth with ``overwrite_dem``."""
     t1 = time.perf_counter()
     on_device = not isinstance(f, np.ndarray)
+    xp = be.xp if on_device else np
+    outlets = _count_nonzero(xp, xp.asarray(outlet))
     if on_device:
         filled, depth, flooded, counts, max_depth = _device_layers(be.xp, z, f)
-        xp = be.xp
     else:
-        filled, depth, flooded, counts, max_depth = _host_layers(z, f)
-        xp = np
+        filled, depth, flooded, counts, max_depth = _host_layers(
+            z, f, depth=z if overwrite_dem else None, flooded=outlet)
     if depression is None and labels:
-        depression, regions = _labelled(flooded, conn, be if on_device else "cpu")
+        depression, regions = _labelled(flooded, conn, be if on_device else "cpu",
+                                        None if on_device else spare)
     elif depression is not None:
         regions = int(depression.max()) if depression.size else 0
     valid, wet, undrained = counts
-    stats = {"cells": valid, "outlets": _count_nonzero(xp, xp.asarray(outlet)),
+    stats = {"cells": valid, "outlets": outlets,
              "flooded": wet,
              "depressions": None if depression is None else regions,
              "undrained": undrained, "max_depth": max_depth if valid else 0.0,
@@ -773,15 +790,18 @@ def _device_layers(xp, z, f):
     return filled, depth, flooded, counts, nanmax(depth) if valid else 0.0
 
 
-def _host_layers(z, f):
+def _host_layers(z, f, depth=None, flooded=None):
     """:func:`_device_layers` on the host: ``terrain_fill_layers`` of
     terrain/native/kernels.c, one pass (NumPy's ten took 0.3 s at 4096²), in the flood's row
     strips (0.05-0.06 s on two cores at 4096² against 0.08-0.09 s). ``f`` is consumed:
-    ``filled`` takes its memory (at the 40-ft size 0.9 GB fewer to allocate and fault in)."""
+    ``filled`` takes its memory (at the 40-ft size 0.9 GB fewer to allocate and fault in);
+    ``depth`` (float32, may be ``z``: each cell is read before it is written) and
+    ``flooded`` (one byte a cell), when given, are written in place."""
     z = np.ascontiguousarray(z, np.float32)
     filled = np.require(f, np.float32, ["C", "W"])
-    depth = np.empty_like(z)
-    flooded = np.empty(z.shape, np.bool_)
+    depth = np.empty_like(z) if depth is None else depth
+    flooded = (np.empty(z.shape, np.bool_) if flooded is None
+               else flooded.reshape(z.shape).view(np.bool_))
     H, W = z.shape
     bounds = _strip_bounds(H, W)
     counts = np.zeros((len(bounds) - 1, 3), np.int64)

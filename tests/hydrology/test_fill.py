@@ -76,6 +76,27 @@ def test_row_strips_fill_as_one_grid(seed, conn, monkeypatch):
         assert r.stats == {**one.stats, "times": r.stats["times"]}
 
 
+@pytest.mark.parametrize("strips", [1, 2, 3])
+def test_layers_take_the_memory_the_fill_is_done_with(strips, monkeypatch):
+    """The DEM is never written unless ``overwrite_dem`` says so; then it holds the depth.
+    The layers are those of an independent flood and scipy's labels either way (the ids in
+    the strips' labels buffer, the flooded mask in the outlets')."""
+    from terrain import native
+    monkeypatch.setattr(native, "threads", lambda work=None: strips)
+    z = random_case(5, (90, 70))
+    want = priority_flood(z, 8)
+    ids, _ = ndimage.label(want > np.where(np.isnan(z), np.inf, z), np.ones((3, 3)))
+    for overwrite in (False, True):
+        dem = z.copy()
+        r = fill_depressions(dem, 8, backend="cpu", overwrite_dem=overwrite)
+        np.testing.assert_array_equal(r.filled, want, strict=True)
+        np.testing.assert_array_equal(r.depth, want - z, strict=True)
+        np.testing.assert_array_equal(r.depression, ids.astype(np.int32), strict=True)
+        assert np.shares_memory(r.depth, dem) == overwrite
+        if not overwrite:
+            np.testing.assert_array_equal(dem, z, strict=True)
+
+
 @pytest.mark.parametrize("kind", ["random", "integer", "plateau", "holes"])
 @pytest.mark.parametrize("conn", [4, 8])
 def test_grids_kinds(kind, conn):
