@@ -527,7 +527,7 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     # allocate, where a fresh page cost the 2-core VM more than its computation did
     r = _finish(z, f, outlet, conn, be, "in-core", times, t0,
                 host=not array_backend(dem).is_gpu, labels=labels,
-                spare=ops.spare if not epsilon else None, overwrite_dem=overwrite_dem)
+                spare=ops.spare, overwrite_dem=overwrite_dem)
     r.hierarchy = table if hierarchy else None
     if epsilon:
         r.stats["epsilon"] = True
