@@ -156,7 +156,7 @@ def _boruvka_tile_cpu(z, conn8, model, hlen, mask):
 @numba.njit(cache=True, nogil=True)
 def _boruvka_batch_cpu(elev, conn8, model, hlen, mask, stop):
     for b in range(elev.shape[0]):
-        if stopped(stop):  # the run is stopping (terrain.native.task_stop)
+        if stopped(stop):  # the run is stopping (terrain.native.interruptible)
             return
         _boruvka_tile_cpu(elev[b], conn8, model, hlen, mask[b])
 
@@ -196,7 +196,6 @@ def boruvka_tiles(elev, connectivity, model, hlen, backend=None):
         raise InputError(f"boruvka_tiles: tile side {T} is not a power of two <= {MAX_TILE}")
     z = np.ascontiguousarray(elev, dtype=np.float32)
     mask = np.zeros(z.shape, np.uint8)
-    _boruvka_batch_cpu(z, 1 if int(connectivity) == 8 else 0, int(model),
-                       np.asarray(hlen, np.float64), mask, native.task_stop())
-    native.check_stopped()
+    native.interruptible(_boruvka_batch_cpu, z, 1 if int(connectivity) == 8 else 0, int(model),
+                         np.asarray(hlen, np.float64), mask)
     return mask

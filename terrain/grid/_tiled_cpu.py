@@ -81,8 +81,9 @@ def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
 @njit(cache=True, nogil=True, parallel=True)
 def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h, stop):
     """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j (of ``bidx``)
-    from boundary cell s, on paths inside the tile. Tiles not started once ``stop[0]`` is
-    set are skipped (:func:`terrain.native.task_stop`)."""
+    from boundary cell s, on paths inside the tile. Once ``stop[0]`` is set no further
+    Dijkstra starts, within a tile too: a tile of 256² runs a thousand, tens of seconds
+    (:func:`terrain.native.interruptible`)."""
     n, T, _ = z.shape
     off = np.empty(codes.shape[0], np.int64)
     for kk in range(codes.shape[0]):
@@ -97,6 +98,8 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h, 
         lh = np.empty(T * T, np.int32)
         wt = _arc_table(z[t], f[t], np.ones((T, T), np.bool_), codes, model, lengths)
         for s in range(B):
+            if stopped(stop):
+                break
             ld[:] = _INF
             la[:] = INT_INF
             lh[:] = INT_INF
@@ -131,9 +134,8 @@ def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
     """Seeded Dijkstra on one window (a batch of one); labels (flat) in place."""
     H, W = z.shape
     bd, ba, bh = ld.reshape(1, -1), la.reshape(1, -1), lh.reshape(1, -1)
-    windows_dijkstra_cpu(z.reshape(1, H, W), f.reshape(1, H, W), inner.reshape(1, H, W),
-                         codes, model, lengths, bd, ba, bh, native.task_stop())
-    native.check_stopped()
+    native.interruptible(windows_dijkstra_cpu, z.reshape(1, H, W), f.reshape(1, H, W),
+                         inner.reshape(1, H, W), codes, model, lengths, bd, ba, bh)
 
 
 @njit(cache=True, nogil=True)
@@ -182,7 +184,7 @@ def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, cs
     """Phase 2 bottom-up on a batch of concatenated node graphs: pair ``p`` runs a Dijkstra
     from boundary cell ``psrc[p]`` of node ``pnode[p]`` and writes that row of the node's
     matrices at ``out_*[obase[n]:]``. Pairs not started once ``stop[0]`` is set are skipped
-    (:func:`terrain.native.task_stop`)."""
+    (:func:`terrain.native.interruptible`)."""
     for p in prange(pnode.shape[0]):
         if stopped(stop):
             continue
@@ -386,20 +388,17 @@ class TiledCpuOps:
         out_d = np.full((n, bmax, bmax), _INF)
         out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
         if count.any():
-            boundary_pairs_cpu(zb, fb, bidx, count, codes, model, lengths, out_d, out_h,
-                               native.task_stop())
-            native.check_stopped()
+            native.interruptible(boundary_pairs_cpu, zb, fb, bidx, count, codes, model,
+                                 lengths, out_d, out_h)
         return out_d, out_h
 
     def graphs_pairs(self, *args):
         """The bottom-up Dijkstras of a batch of nodes (:func:`graphs_pairs_cpu`)."""
-        graphs_pairs_cpu(*args, native.task_stop())
-        native.check_stopped()
+        native.interruptible(graphs_pairs_cpu, *args)
 
     def windows_dijkstra(self, *args):
         """Seeded Dijkstras on a batch of windows (:func:`windows_dijkstra_cpu`)."""
-        windows_dijkstra_cpu(*args, native.task_stop())
-        native.check_stopped()
+        native.interruptible(windows_dijkstra_cpu, *args)
 
     #: the top is solved by the paged Dijkstra on the host
     top_solve = None

@@ -14,7 +14,7 @@ __all__ = ["edge_weight", "stopped"]
 
 @intrinsic
 def stopped(typingctx, flag):
-    """``flag[0]`` (a uint8 array: :func:`terrain.native.task_stop`) read from memory each
+    """``flag[0]`` (a uint8 array: :func:`terrain.native.interruptible`) read from memory each
     time: a plain read, which nothing in the loop writes, LLVM hoists out of the loop, and
     the kernel would never see the flag set by another thread."""
     def codegen(context, builder, sig, args):

@@ -181,10 +181,12 @@ def declared(signatures):
 
 
 def interruptible(kernel, *args):
-    """``kernel(*args, stop)`` in a thread of its own while this one waits, so Ctrl-C or
-    SIGTERM (handled in the main thread, which a ctypes call would hold for the whole run)
-    sets ``stop`` (a one-byte NumPy flag the kernel polls) and the kernel returns within
-    milliseconds; the interruption is then raised here. Called from another thread (a task's),
+    """``kernel(*args, stop)``: every C or Numba kernel that polls a stop flag is called
+    through here. In the main thread (a command's, or the tasks' of Dask's synchronous
+    scheduler) in a thread of its own while this one waits, so Ctrl-C or SIGTERM (handled in
+    the main thread, which a kernel would hold for its whole run) sets ``stop`` (a one-byte
+    NumPy flag the kernel polls) and the kernel returns within milliseconds; the interruption
+    is then raised here. Called from another thread (a task's),
     the kernel runs right there on the tasks' flag (:func:`task_stop`), and :class:`Stopped`
     is raised when that was set."""
     import numpy as np

@@ -4,6 +4,7 @@ outputs never replace inputs, partial outputs of killed runs are found, signals 
 import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -212,14 +213,30 @@ def test_signal_mid_run_cleans_up(tmp_path, big_grid, sig, status, word):
 
 
 @pytest.mark.slow
-def test_a_signal_stops_the_running_tasks_kernels(tmp_path):
+@pytest.mark.parametrize("rows, cols, options", [
     # the tiled index's Dijkstras of a 512-cell group's boundary graphs run for minutes on a
     # loaded machine in a task thread, which no signal reaches: they poll the flag that the
-    # stopping run sets, and the process ends within a second or two, not after them
+    # stopping run sets
+    (1024, 1024, ["--scheduler", "threads"]),
+    # the synchronous scheduler runs the tasks in the main thread, where a kernel held off
+    # the signal for its whole call (the boundary Dijkstras of a 512² SSSP tile: minutes):
+    # it runs in a thread of its own, the main thread waiting
+    (512, 1024, ["--scheduler", "synchronous", "--tile-sssp", "512"])],
+    ids=["threads", "synchronous"])
+def test_a_signal_stops_the_running_tasks_kernels(tmp_path, rows, cols, options):
+    # the process ends within a second or two, not after the kernels
     from terrain.io import write_synth
-    write_synth(tmp_path / "d.asc", 1024, 1024, seed=3, nodata=0.02)
-    proc = _start(["cost-distance", "d.asc", "--source-cell", "512,512", "--algorithm", "tiled",
-                   "--backend", "cpu", "-o", "c.zarr", "--scheduler", "threads"], tmp_path)
+    tiled = ["--algorithm", "tiled", "--backend", "cpu"]
+    # the kernels compiled first (a first use compiles them: seconds the stop would wait for)
+    write_synth(tmp_path / "w.asc", 64, 64, seed=3)
+    warm = run_terrain("cost-distance", "w.asc", "--source-cell", "32,32", *tiled, "-o",
+                       "w.zarr", "--scheduler", "synchronous", cwd=tmp_path, timeout=300)
+    assert warm.returncode == 0, warm.stderr
+    shutil.rmtree(tmp_path / "w.zarr")
+    (tmp_path / "w.asc").unlink()
+    write_synth(tmp_path / "d.asc", rows, cols, seed=3, nodata=0.02)
+    proc = _start(["cost-distance", "d.asc", "--source-cell", f"{rows // 2},{cols // 2}",
+                   *tiled, *options, "-o", "c.zarr"], tmp_path)
     _wait_for(".c.zarr.partial-*/sssp_index", tmp_path, proc)
     time.sleep(1.5)  # the groups' index tasks under way
     proc.send_signal(signal.SIGTERM)
