@@ -704,10 +704,14 @@ def main(argv=None):
         return _stopped(e)
     except SystemError as e:
         # a signal inside a Numba kernel surfaces as "... returned a result with an
-        # exception set", the interrupt its cause
-        if not isinstance(e.__cause__, (KeyboardInterrupt, Terminated)):
+        # exception set", the interrupt its cause, or its cause's (Numba's boxing of the
+        # kernel's result adds SystemErrors between)
+        cause = e.__cause__
+        while isinstance(cause, SystemError):
+            cause = cause.__cause__
+        if not isinstance(cause, (KeyboardInterrupt, Terminated)):
             raise
-        return _stopped(e.__cause__)
+        return _stopped(cause)
     except PermissionError as e:
         # a file or folder the kernel would not let this process read or enter, wherever
         # the first look at it is (is_dir of an input in an unenterable folder): one line

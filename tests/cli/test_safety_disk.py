@@ -13,7 +13,9 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 
 from cli import assert_one_line_error, child_env
@@ -196,19 +198,40 @@ def test_out_of_memory_is_one_line_and_leaves_nothing(tmp_path, dem, monkeypatch
 
 
 def test_an_interrupt_inside_a_compiled_kernel_is_one_line(tmp_path, dem, monkeypatch, capsys):
-    """Ctrl-C while a Numba kernel runs reaches Python as a SystemError caused by the
-    KeyboardInterrupt: the same one line and status 130 as anywhere else."""
+    """Ctrl-C while a Numba kernel runs in the main thread (the synchronous scheduler's
+    tasks) reaches Python as a SystemError whose causes lead to the KeyboardInterrupt: the
+    same one line and status 130 as anywhere else."""
+    import threading
+
+    import numba
     import pipelines.fill
+    from terrain.grid.kernels import stopped
     from terrain.run import main
 
-    def kernel(*args, **kwargs):
-        try:
-            raise KeyboardInterrupt
-        except KeyboardInterrupt as e:
-            raise SystemError("CPUDispatcher(<function _reduce_tile_cpu>) returned a result "
-                              "with an exception set") from e
-    monkeypatch.setattr(pipelines.fill, "fill_depressions", kernel)
-    assert main(["fill", str(dem), "-o", str(tmp_path / "f.zarr")]) == 130
+    @numba.njit(nogil=True)
+    def spin(flag):  # until told, then a tuple of arrays to box, as the fill kernels return
+        while not stopped(flag):
+            pass
+        return np.zeros(3), np.zeros(2, np.int64)
+
+    flag = np.zeros(1, np.uint8)
+    spin(np.ones(1, np.uint8))  # compiled before the signal
+
+    def interrupt():
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        flag[0] = 1
+
+    timer = threading.Thread(target=interrupt)
+    monkeypatch.setattr(pipelines.fill, "fill_depressions", lambda *a, **k: spin(flag))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        timer.start()
+        assert main(["fill", str(dem), "-o", str(tmp_path / "f.zarr"), *SYNC]) == 130
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     assert capsys.readouterr().err == "terrain: interrupted\n"
     assert not list(tmp_path.glob("*f.zarr*"))
 
