@@ -3,7 +3,8 @@
 What a terrain process does to itself around its work; nothing here changes a result:
 
 * signals: :func:`terminate_raises` turns SIGTERM into :class:`Terminated`, so every
-  ``finally`` and :func:`terrain.io.outputs.atomic_output` clean-up runs as for Ctrl-C;
+  ``finally`` and :func:`terrain.io.outputs.atomic_output` clean-up runs as for Ctrl-C, and
+  :func:`raise_if_stopped` raises a stop whose exception a callback from C dropped;
   :func:`signals_held` keeps both out of the renames that put an output in place;
 * malloc arenas: :func:`bound_malloc_arenas` fixes glibc's arena count before the thread
   pools start (``terrain.run.main``, :func:`pipelines.cluster.open_scheduler`), so the peak
@@ -21,8 +22,8 @@ import signal
 import sys
 
 __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_threshold",
-           "trim_free_memory", "quick_exit", "terminate_raises", "signals_held",
-           "printable_streams"]
+           "trim_free_memory", "quick_exit", "terminate_raises", "raise_if_stopped",
+           "signals_held", "printable_streams"]
 
 
 class Terminated(BaseException):
@@ -30,22 +31,42 @@ class Terminated(BaseException):
     blocks do not swallow it)."""
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated()
+#: the stop signals received within :func:`terminate_raises`, in order: the exception a
+#: handler raises inside a callback from C (Numba's compiler calls back into Python through
+#: ctypes) is printed and dropped there, and the work goes on, so what must not follow a
+#: stop (an output put in place) asks :func:`raise_if_stopped`
+_received = []
+
+
+def _raise_stop(signum, frame):
+    _received.append(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def raise_if_stopped():
+    """Raise the first stop signal received within :func:`terminate_raises` (none outside
+    it): for one whose exception a callback from C dropped."""
+    if _received:
+        raise Terminated() if _received[0] == signal.SIGTERM else KeyboardInterrupt()
 
 
 @contextlib.contextmanager
 def terminate_raises():
-    """Within the block, SIGTERM raises :class:`Terminated` in the main thread."""
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread and SIGINT
+    KeyboardInterrupt, as Python's own handler does; both are recorded
+    (:func:`raise_if_stopped`)."""
     try:
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
+    _received.clear()
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _received.clear()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @contextlib.contextmanager

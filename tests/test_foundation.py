@@ -1,5 +1,6 @@
 """Backend switch, atomic outputs, Morton codes, the CLI's usage errors."""
 
+import signal
 import subprocess
 import sys
 import warnings
@@ -144,6 +145,29 @@ def test_atomic_output_leaves_nothing_on_failure(tmp_path):
         tmp.write_text("again")
     assert target.read_text() == "again"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_a_callback_from_c_dropped_publishes_nothing(tmp_path, signum):
+    """A signal whose exception is raised inside a callback from C (Numba's compiler calls
+    back through ctypes) is printed and dropped there, and the work goes on: the output is
+    not put in place, the stop is raised instead (the command line then exits 143 / 130)."""
+    import ctypes
+
+    from terrain.startup import Terminated, terminate_raises
+    callback = ctypes.CFUNCTYPE(None)(lambda: signal.raise_signal(signum))
+    target = tmp_path / "out.txt"
+    with terminate_raises():
+        with pytest.raises(Terminated if signum == signal.SIGTERM else KeyboardInterrupt):
+            with atomic_output(target) as tmp:
+                tmp.write_text("half")
+                callback()  # the handler's exception is dropped inside the callback
+                tmp.write_text("done, as far as this code knows")
+    assert list(tmp_path.iterdir()) == []
+    with terminate_raises(), atomic_output(target) as tmp:  # a new command: no stop
+        tmp.write_text("done")
+    assert target.read_text() == "done"
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import InputError
-from ..startup import signals_held
+from ..startup import raise_if_stopped, signals_held
 
 __all__ = ["atomic_output", "finish_companions", "staged_path", "check_output_free",
            "code_identity", "written_by", "WRITTEN_BY_ATTR",
@@ -594,6 +594,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             notify(f"removed {shown}, left by an interrupted run")
         try:
             yield tmp
+            raise_if_stopped()  # a stop whose exception a callback from C dropped
             if tmp.is_file() and not tmp.is_symlink():
                 # the mode of any new file here: SQLite creates a GeoPackage 0644 whatever
                 # the umask, where every other writer's file follows it (0664 under 002)
