@@ -33,7 +33,7 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
 
 from . import _plan as _plans
-from ._resume import (data_identity, drop_checkpoints, geotiffs_finished, prepare_resume,
+from ._resume import (GeoTIFFs, data_identity, drop_checkpoints, prepare_resume,
                       run_key)
 from .cost_distance_incore import (RUN_ATTRS, check_incore_reuse, reusable_kind,
                                    reuse_attributes, run_incore)
@@ -320,16 +320,13 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     key = run_key("cost-distance", [p for p in inputs if p is not None and not is_remote(p)],
                   str(inp), data_identity(inp), cost, connectivity, max_cost, tile, tile_sssp,
                   max_height, spec["algorithm"], be.name, _digest(srcs, costs, stops))
-    tifs = geotiff_files(geotiff_dir)
-    done = resume and geotiffs_finished(
-        out, key, tifs, lambda store: write_geotiffs(store, geotiff_dir,
-                                                     memory=spec.get("memory_bytes")),
-        "cost_distance")
-    if done:
+    tifs = GeoTIFFs(geotiff_files(geotiff_dir), lambda store: write_geotiffs(
+        store, geotiff_dir, memory=spec.get("memory_bytes")))
+    if resume and (done := tifs.finished(out, key, "cost_distance")):
         return done
     try:
         with output_at(out, overwrite, inputs=inputs, key=key, resume=resume,
-                       companions=tifs) as tmp:
+                       companions=tifs.files) as tmp:
             reused = prepare_resume(tmp) if resume else 0
             # a friction raster's store: scratch, removed before the output is finished (at
             # a URL it lies under the output's prefix: consolidated and published otherwise;
@@ -366,10 +363,9 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                 if spec.get("reuse_incore"):
                     summary["reuse"] = str(reuse)
                     summary["reused"] = spec["reuse_incore"]["reused"]
-            if geotiff_dir:  # from the partial, published after it (a failure: neither)
+            if tifs.files:  # from the partial, published after it (a failure: neither)
                 t0 = time.perf_counter()
-                summary["geotiff"] = write_geotiffs(tmp, geotiff_dir,
-                                                    memory=spec.get("memory_bytes"))
+                tifs.write(tmp, summary)
                 summary["geotiff_seconds"] = round(time.perf_counter() - t0, 6)
             summary["seconds"] = round(time.perf_counter() - t_start, 6)
             open_group(tmp, mode="r+").attrs.update(attrs)

@@ -40,7 +40,7 @@ from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                   write_block)
 
-from ._resume import (data_identity, drop_checkpoints, geotiffs_finished, prepare_resume,
+from ._resume import (GeoTIFFs, data_identity, drop_checkpoints, prepare_resume,
                       run_key)
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
@@ -544,10 +544,9 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     from . import cluster
     key = run_key("fill", [p for p in (inp, outlets) if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), be.name)
-    tifs = geotiff_files(geotiff_dir, GEOTIFF_LAYERS)
-    done = resume and geotiffs_finished(
-        out, key, tifs, lambda store: write_geotiffs(store, geotiff_dir, cog=cog), "fill")
-    if done:
+    tifs = GeoTIFFs(geotiff_files(geotiff_dir, GEOTIFF_LAYERS),
+                    lambda store: write_geotiffs(store, geotiff_dir, cog=cog))
+    if resume and (done := tifs.finished(out, key, "fill")):
         return done
     # in core on a cluster (--scheduler, a batch's): reached before any work, the fill one
     # task there; the tiled route opens its own after the ingest (which runs here)
@@ -555,7 +554,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     with (cluster.open_scheduler(scheduler, inputs=[inp]) if on_cluster
           else contextlib.nullcontext()), \
             output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume,
-                      companions=tifs) as tmp:
+                      companions=tifs.files) as tmp:
         reused = prepare_resume(tmp) if resume else 0
         partial = tmp if route == "tiled" else None
         z = None
@@ -596,8 +595,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             summary["outlets_file"] = str(outlets)
         open_group(tmp, mode="r+").attrs.update({"fill": summary})
         finish_store(tmp)
-        if geotiff_dir:  # from the partial, published after it (a failure: neither)
-            summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, cog=cog)
+        tifs.write(tmp, summary)  # from the partial, published after it (a failure: neither)
     return summary
 
 

@@ -52,7 +52,7 @@ from terrain.tiles.store import (create_layer, link_layer, read_block, shard_win
 
 from . import _plan as _plans
 from ._resume import (checkpoint_at, checkpoint_folder, data_identity, drop_checkpoints,
-                      geotiffs_finished, prepare_resume, run_checkpointed, run_key)
+                      GeoTIFFs, prepare_resume, run_checkpointed, run_key)
 from .ingest import ingest_into, write_elevation
 
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
@@ -249,10 +249,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     key = run_key("flow", [p for p in (inp, outlets, weights)
                            if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), bool(filled), be.name)
-    tifs = geotiff_files(geotiff_dir, GEOTIFF_LAYERS)
-    done = resume and geotiffs_finished(
-        out, key, tifs, lambda store: write_flow_geotiffs(store, geotiff_dir, cog), "flow")
-    if done:
+    tifs = GeoTIFFs(geotiff_files(geotiff_dir, GEOTIFF_LAYERS),
+                    lambda store: write_flow_geotiffs(store, geotiff_dir, cog))
+    if resume and (done := tifs.finished(out, key, "flow")):
         return done
     # in core on a cluster (--scheduler, a batch's): reached before any work, the flow one
     # task there; the tiled route opens its own after the ingest (which runs here)
@@ -261,7 +260,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         with (open_scheduler(scheduler, inputs=[inp, weights]) if on_cluster
               else contextlib.nullcontext()), \
                 output_at(out, overwrite, inputs=[inp, outlets, weights], key=key,
-                          resume=resume, companions=tifs) as tmp:
+                          resume=resume, companions=tifs.files) as tmp:
             reused = prepare_resume(tmp) if resume else 0
             t0 = time.perf_counter()
             if fill_attrs is not None or is_store(inp):
@@ -340,8 +339,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
             open_group(tmp, mode="r+").attrs.update({"flow": summary})
             finish_store(tmp)
-            if geotiff_dir:
-                summary["geotiff"] = write_flow_geotiffs(tmp, geotiff_dir, cog)
+            tifs.write(tmp, summary)  # from the partial, published after it
     finally:
         if weights_tmp is not None:
             remove_tree(weights_tmp)

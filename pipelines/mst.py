@@ -40,7 +40,7 @@ from terrain.tiles.store import (check_tile_count, check_tile_size, create_layer
 
 from . import _plan as _plans
 from .cluster import cluster_active
-from ._resume import (data_identity, drop_checkpoints, geotiffs_finished, prepare_resume,
+from ._resume import (GeoTIFFs, data_identity, drop_checkpoints, prepare_resume,
                       run_key)
 from .mst_input import (IO_THREADS, GridRejected, HeldGrid, device_text_fits, held_get,
                         held_put, held_wait, hold, load_grid, shard_runs)
@@ -490,15 +490,15 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core,
                       resume, cluster_active=cluster_active())
     key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
-    tifs = [geotiff] if geotiff else []
-    done = resume and geotiffs_finished(
-        out, key, tifs,
-        lambda store: write_geotiff(store, staged_path(geotiff), cog=cog, shown=geotiff),
-        "mst")
-    if done:
+
+    def stage_geotiff(store):
+        write_geotiff(store, staged_path(geotiff), cog=cog, shown=geotiff)
+        return str(geotiff)
+    tifs = GeoTIFFs([geotiff] if geotiff else [], stage_geotiff)
+    if resume and (done := tifs.finished(out, key, "mst")):
         return done
     with output_at(out, overwrite, inputs=[inp], key=key, resume=resume,
-                   companions=tifs, began=began) as tmp:
+                   companions=tifs.files, began=began) as tmp:
         reused = prepare_resume(tmp) if resume else 0
         wall = {}
         if route.held:
@@ -516,9 +516,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
                        device=be.device_name(), reused_tasks=reused)
         open_group(tmp, mode="r+").attrs.update({"mst": summary})
         finish_store(tmp)
-        if geotiff:  # from the partial, published after it (a failure: neither)
-            write_geotiff(tmp, staged_path(geotiff), cog=cog, shown=geotiff)
-            summary["geotiff"] = str(geotiff)
+        tifs.write(tmp, summary)  # from the partial, published after it (a failure: neither)
     return summary
 
 

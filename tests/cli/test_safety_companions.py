@@ -97,3 +97,28 @@ def test_failing_geotiff_under_overwrite_leaves_the_old_set(capsys, tmp_path, mo
     with pytest.raises(RuntimeError, match="simulated"):
         run_main(capsys, *_argv(tmp_path, "5,5"), "--overwrite")
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command, option, names", [
+    ("mst", ["--geotiff", "gt/m.tif"], ["m.tif"]),
+    ("fill", ["--geotiff-dir", "gt"], ["depression.tif", "depth.tif", "filled.tif"]),
+    ("flow", ["--geotiff-dir", "gt"], ["accumulation.tif", "direction.tif", "filled.tif"])])
+def test_each_command_resumes_its_geotiffs_as_a_run_records_them(capsys, tmp_path, command,
+                                                                 option, names, monkeypatch):
+    """mst, fill and flow killed between their store and its GeoTIFFs: ``--resume`` publishes
+    them all from the store, and its summary names them as a whole run's does."""
+    import json
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gt").mkdir()
+    (tmp_path / "wt").mkdir()
+    argv = [command, SAMPLE, "-o", tmp_path / "c.zarr", *option, "--json"]
+    _killed_after_rename(argv + ["--scheduler", "synchronous"], tmp_path / "c.zarr")
+    assert not list((tmp_path / "gt").glob("*.tif"))  # staged, not published
+    rc, out, err = run_main(capsys, *argv, "--resume")
+    assert rc == 0, err
+    assert sorted(p.name for p in (tmp_path / "gt").glob("*.tif")) == names
+    rc, whole, err = run_main(capsys, command, SAMPLE, "-o", tmp_path / "w.zarr",
+                              *[o.replace("gt", "wt") for o in option], "--json")
+    assert rc == 0, err
+    wt = json.dumps(json.loads(whole)["geotiff"]).replace("wt", "gt")
+    assert json.loads(out)["geotiff"] == json.loads(wt)
