@@ -28,16 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import (OtherRunsPartial, code_identity, finish_companions,
-                                input_identity)
-from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
+from terrain.io.outputs import code_identity, finish_companions, input_identity
+from terrain.io.remote import (CHECKPOINT_DIR, filesystem, inside, is_remote, object_entries,
+                               remove_tree)
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
            "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result",
            "load_result", "NotCheckpointable", "checkpoint_folder", "kept_checkpoints",
            "checkpoint_at", "drop_stale_checkpoints", "GeoTIFFs"]
 
-CHECKPOINT_DIR = ".terrain-checkpoints"
 # zarr warns of every folder in a group that is no node of it: listing a partial output's
 # arrays (its checks, a resumed run's layers) would warn of the checkpoints' one
 warnings.filterwarnings("ignore", message=f"Object at {re.escape(CHECKPOINT_DIR)} is not "
@@ -400,9 +399,9 @@ def checkpointed(delayed, partial, prefixes):
 
 def prepare_resume(partial):
     """Before a resumed run: drop a partial holding no checkpoint (a run killed before its
-    first), refuse one at a URL holding only other run keys' (kept:
-    :class:`~terrain.io.outputs.OtherRunsPartial`, as a local one of another key is), and
-    remove the half-written files of writers the kill stopped (an object store has none).
+    first; one at a URL holding only other run keys' was refused before it was resumed:
+    :func:`terrain.io.remote.url_output`), and remove the half-written files of writers the
+    kill stopped (an object store has none).
     Returns how many checkpoints are kept: the run key names every task, so each is a task
     of this run that does not run again (a summary's ``reused_tasks``)."""
     from terrain.tiles import sweep_partial_files
@@ -411,11 +410,6 @@ def prepare_resume(partial):
         if not is_remote(partial):
             sweep_partial_files(Path(partial))
         return kept
-    if is_remote(partial) and any(name.endswith(".npz") for name in
-                                  kept_checkpoints(inside(partial, CHECKPOINT_DIR))):
-        raise OtherRunsPartial(f"{partial.url}: the partial output there was left by a run "
-                               "with other options, another version of the input or other "
-                               "code of terrain, and is kept")
     remove_tree(partial)  # a partial without checkpoints
     return 0
 

@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import InputError
-from .outputs import OutputExists
+from .outputs import OtherRunsPartial, OutputExists
 
 __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store_state",
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
@@ -606,11 +606,28 @@ def _remove_prefix(fs, root):
             fs.rm(root, recursive=True)
 
 
-def _make_room(fs, root, url, overwrite, options, notify, resume=False):
+#: the folder of a partial output's checkpoints (``pipelines._resume``); under a prefix at a
+#: URL, one folder in it per run key
+CHECKPOINT_DIR = ".terrain-checkpoints"
+
+
+def _other_runs_only(fs, root, key):
+    """Whether the partial under ``root`` holds checkpoints, none of them the run ``key``'s."""
+    try:
+        found = fs.find(_join(root, CHECKPOINT_DIR))
+    except FileNotFoundError:
+        return False
+    keys = {k.split(f"/{CHECKPOINT_DIR}/", 1)[-1].split("/", 1)[0] for k in found
+            if k.endswith(".npz")}
+    return bool(keys) and key not in keys
+
+
+def _make_room(fs, root, url, overwrite, options, notify, resume=False, key=None):
     """Before a store is written at ``url``: a store there unpublished (its root metadata
     deleted first) and removed with ``overwrite``, else refused; a dead run's partial
-    removed with a notice, or kept with ``resume`` (the resumed run decides what of it to
-    reuse: ``pipelines._resume.prepare_resume``)."""
+    removed with a notice, or kept with ``resume`` (the resumed run ``key`` decides what of
+    it to reuse: ``pipelines._resume.prepare_resume``), refused when it holds only other
+    runs' checkpoints (before it is said to be resumed)."""
     state = store_state(url, options)
     if state in ("store", "file") and not overwrite:
         raise OutputExists(f"{url}: output exists")
@@ -620,6 +637,10 @@ def _make_room(fs, root, url, overwrite, options, notify, resume=False):
         fs.rm(_join(root, ROOT_METADATA))  # unpublished before any object changes
         _remove_prefix(fs, root)
     elif state == "partial" and resume:
+        if _other_runs_only(fs, root, key):
+            raise OtherRunsPartial(f"{url}: the partial output there was left by a run with "
+                                   "other options, another version of the input or other "
+                                   "code of terrain, and is kept")
         notify(f"resuming from the partial output at {url}, left by an interrupted run")
     elif state == "partial":
         notify(f"removing the partial output a killed run left at {url}")
@@ -677,7 +698,9 @@ def url_output(target, overwrite=False, *, inputs=(), key=None, resume=False, no
     notify = _notify(notify)
     with hold_url_lock(url, options, key=key, notify=notify) as still_held:
         try:
-            _make_room(fs, root, url, overwrite, options, notify, resume)
+            _make_room(fs, root, url, overwrite, options, notify, resume, key)
+        except InputError:
+            raise
         except (OSError, PermissionError, ValueError) as e:
             raise InputError(f"{url}: cannot write there: {_short(e)}") from None
         try:

@@ -626,16 +626,22 @@ def test_mst_resume_at_a_url_keeps_the_groups_forest(capsys, tmp_path, dem, monk
     _same(url, tmp_path / "o.zarr")
 
 
-def test_resume_at_a_url_of_another_run_starts_again(capsys, tmp_path, dem, monkeypatch):
+@pytest.mark.parametrize("where", ["memory", "s3"])
+def test_resume_at_a_url_of_another_run_starts_again(capsys, tmp_path, dem, monkeypatch, where,
+                                                     request):
     """A partial at the URL whose checkpoints another run (another tile) wrote is kept by a
-    resumed run, which refuses in one line; a run without resume removes it and starts
-    again, reusing nothing."""
+    resumed run, which refuses in one line (it said it was resuming it first); a run without
+    resume removes it and starts again, reusing nothing."""
     import json
 
     from terrain.io import store_state
 
     import pipelines.ingest as ingest
-    url = "memory://t-resume-other/m.zarr"
+    options = request.getfixturevalue("s3") if where == "s3" else None
+    url = ("s3://terrain-test/resume-other/m.zarr" if options else
+           "memory://t-resume-other/m.zarr")
+    common = ["-o", url, "--backend", "cpu", "--json"] + (
+        ["--storage-options", json.dumps(options)] if options else [])
     real = ingest._write_band
 
     def killed(*a, **k):
@@ -643,21 +649,21 @@ def test_resume_at_a_url_of_another_run_starts_again(capsys, tmp_path, dem, monk
 
     monkeypatch.setattr(ingest, "_write_band", killed)
     with pytest.raises(_Killed):
-        run_main(capsys, "mst", dem, "-o", url, "--tile", "128", "--backend", "cpu", "--resume",
-                 scheduler=SYNC)
+        run_main(capsys, "mst", dem, *common, "--tile", "128", "--resume", scheduler=SYNC)
     monkeypatch.setattr(ingest, "_write_band", real)
-    rc, out, err = run_main(capsys, "mst", dem, "-o", url, "--tile", "64", "--backend", "cpu",
-                            "--resume", "--json", scheduler=SYNC)
-    assert rc == 2 and "left by a run with other options" in err.splitlines()[-1], err
-    assert store_state(url) == "partial"
-    rc, out, err = run_main(capsys, "mst", dem, "-o", url, "--tile", "64", "--backend", "cpu",
-                            "--json", scheduler=SYNC)
+    rc, out, err = run_main(capsys, "mst", dem, *common, "--tile", "64", "--resume",
+                            scheduler=SYNC)
+    assert rc == 2 and err.count("\n") == 1 and not out, err
+    assert err.startswith(f"terrain: {url}: the partial output there was left by a run with "
+                          "other options"), err
+    assert store_state(url, options) == "partial"
+    rc, out, err = run_main(capsys, "mst", dem, *common, "--tile", "64", scheduler=SYNC)
     assert rc == 0, err
     assert json.loads(out)["reused_tasks"] == 0
     rc, _, err = run_main(capsys, "mst", dem, "-o", tmp_path / "m.zarr", "--tile", "64",
                           "--backend", "cpu", scheduler=SYNC)
     assert rc == 0, err
-    _same(url, tmp_path / "m.zarr")
+    _same(url, tmp_path / "m.zarr", options)
 
 
 def test_resume_staged_at_a_url_refused(capsys, tmp_path, dem):
