@@ -117,6 +117,25 @@ def kept_checkpoints(folder):
     return set(os.listdir(folder)) if folder.is_dir() else set()
 
 
+def _versions(folder):
+    """The checkpoints in ``folder`` now: file name -> what writing it again changes (a
+    local file's inode and modification time, an object's listing entry)."""
+    if is_remote(folder):
+        fs, root = filesystem(folder)
+        try:
+            found = fs.find(root, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {k.rsplit("/", 1)[-1]: tuple(str(info.get(f)) for f in
+                                            ("size", "ETag", "LastModified", "created"))
+                for k, info in found.items() if k.endswith(".npz")}
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    return {e.name: (e.stat().st_ino, e.stat().st_mtime_ns, e.stat().st_size)
+            for e in os.scandir(folder) if e.name.endswith(".npz")}
+
+
 class NotCheckpointable(TypeError):
     """A task result holding a type :func:`save_result` does not write."""
 
@@ -402,29 +421,35 @@ def prepare_resume(partial):
     first; one at a URL holding only other run keys' was refused before it was resumed:
     :func:`terrain.io.remote.url_output`), and remove the half-written files of writers the
     kill stopped (an object store has none).
-    Returns how many checkpoints are kept: the run key names every task, so each is a task
-    of this run that does not run again (a summary's ``reused_tasks``)."""
+    Returns the checkpoints kept (empty when none), which :func:`drop_checkpoints` compares
+    with those the run ends with."""
     from terrain.tiles import sweep_partial_files
-    kept = sum(name.endswith(".npz") for name in kept_checkpoints(checkpoint_folder(partial)))
+    kept = _versions(checkpoint_folder(partial))
     if kept:
         if not is_remote(partial):
             sweep_partial_files(Path(partial))
         return kept
     remove_tree(partial)  # a partial without checkpoints
-    return 0
+    return {}
 
 
-def drop_checkpoints(partial):
+def drop_checkpoints(partial, kept=None):
     """Remove the checkpoints from a finished partial output (before its rename, or before
     it is published at a URL: every run key's), and any half-written shard file a lost
-    worker left (its task ran again elsewhere)."""
+    worker left (its task ran again elsewhere). Returns how many of the checkpoints
+    ``kept`` (:func:`prepare_resume`'s) are there as they were: the tasks whose results the
+    run took from them (a summary's ``reused_tasks``; a task that ran again, its
+    checkpoint damaged or made stale, wrote its own anew)."""
     from terrain.tiles import sweep_partial_files
+    now = _versions(checkpoint_folder(partial)) if kept else {}
+    reused = sum(kept[name] == version for name, version in now.items() if name in kept)
     if is_remote(partial):
         remove_tree(inside(partial, CHECKPOINT_DIR))
-        return
+        return reused
     shutil.rmtree(Path(partial) / CHECKPOINT_DIR, ignore_errors=True)
     if Path(partial).is_dir():
         sweep_partial_files(partial)
+    return reused
 
 
 class GeoTIFFs:

@@ -327,21 +327,21 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     try:
         with output_at(out, overwrite, inputs=inputs, key=key, resume=resume,
                        companions=tifs.files) as tmp:
-            reused = prepare_resume(tmp) if resume else 0
+            kept = prepare_resume(tmp) if resume else {}
             # a friction raster's store: scratch, removed before the output is finished (at
             # a URL it lies under the output's prefix: consolidated and published otherwise;
             # a killed run's is ingested again)
             friction_tmp = scratch_beside(tmp, ".friction")
             remove_tree(friction_tmp)
-            if reused and spec["algorithm"] == "tiled" and spec.get("reuse") is None:
+            if kept and spec["algorithm"] == "tiled" and spec.get("reuse") is None:
                 from .cost_distance_tiled import resume_index
                 resume_index(spec, tmp, tile_sssp, max_height, be.name)
             summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name, geo,
-                           scheduler, resumed=bool(reused))
+                           scheduler, resumed=bool(kept))
             remove_tree(friction_tmp)
-            drop_checkpoints(tmp)
-            summary["reused_tasks"] = summary.get("reused_tasks", 0) + reused
-            summary["resumed"] = bool(reused)
+            summary["reused_tasks"] = (summary.get("reused_tasks", 0)
+                                       + drop_checkpoints(tmp, kept))
+            summary["resumed"] = bool(kept)
             summary["sources"] = [
                 {"index": i, "row": r, "col": c, **dict(zip("xy", cell_centre(r, c, gt))),
                  "start_cost": 0.0 if costs is None else float(costs[i])}

@@ -555,7 +555,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
           else contextlib.nullcontext()), \
             output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume,
                       companions=tifs.files) as tmp:
-        reused = prepare_resume(tmp) if resume else 0
+        kept = prepare_resume(tmp) if resume else {}
         partial = tmp if route == "tiled" else None
         z = None
         if is_store(inp):
@@ -586,8 +586,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                                          be.name, None, geo, partial=partial)
                 (summary,) = cluster.compute(graph, label="fill")
             _drop_forest(tmp)  # the intermediate forest, before the output is finished
-            drop_checkpoints(tmp)
-            summary["reused_tasks"] = reused
+            summary["reused_tasks"] = drop_checkpoints(tmp, kept)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()

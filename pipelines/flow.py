@@ -261,10 +261,11 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
               else contextlib.nullcontext()), \
                 output_at(out, overwrite, inputs=[inp, outlets, weights], key=key,
                           resume=resume, companions=tifs.files) as tmp:
-            reused = prepare_resume(tmp) if resume else 0
+            kept = prepare_resume(tmp) if resume else {}
+            reused = 0
             t0 = time.perf_counter()
             if fill_attrs is not None or is_store(inp):
-                group = open_group(tmp, mode="a" if reused else "w-")
+                group = open_group(tmp, mode="a" if kept else "w-")
                 write_georeference(group, shape, gt, crs)
                 group.attrs.update({"geotransform": gt, "crs": crs, "source": str(inp),
                                     "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
@@ -290,7 +291,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             linked = fill_attrs is not None and not (is_remote(inp) or is_remote(tmp))
             if linked:
                 link_layer(inp, tmp, "filled")
-            there = set(open_group(tmp, mode="r").array_keys()) if reused else ()
+            there = set(open_group(tmp, mode="r").array_keys()) if kept else ()
             # the filled DEM in the elevations' unit
             units = unit_of(open_group(dem_path, mode="r")[dem_layer].attrs)
             for name in ("direction", "accumulation") if linked else FLOW_LAYERS:
@@ -323,7 +324,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                                          in_core=False if route == "tiled" else "auto")
                         wall["fill"] = time.perf_counter() - t0
                         stats = _tiled(tmp, spec, shard, out_layer, w_path, wall, filled and inp)
-                    drop_checkpoints(tmp)
+                    reused = drop_checkpoints(tmp, kept)
             if weights_tmp is not None:  # at a URL it lies under the output's prefix
                 remove_tree(weights_tmp)
                 weights_tmp = None  # gone: nothing for the finally below

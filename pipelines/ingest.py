@@ -290,12 +290,12 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with output_at(output_path, overwrite, inputs=[input_path], key=key,
                    resume=resume, began=began) as tmp:
-        reused = prepare_resume(tmp) if resume else 0
+        kept = prepare_resume(tmp) if resume else {}
         # the paths as the workers of a cluster given by address must see them
         src, part = remote_input(input_path), remote_input(tmp)
         graph = build_ingest_graph(src, part, tile, compressors, partial=part, **options)
         compute(graph, label="ingest")
-        drop_checkpoints(tmp)
+        reused = drop_checkpoints(tmp, kept)
         # consolidated metadata last, by the command that owns the store: a pipeline that
         # embeds the ingest graph (mst) adds arrays afterwards and consolidates at its end
         finish_store(tmp)

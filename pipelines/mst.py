@@ -499,14 +499,14 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         return done
     with output_at(out, overwrite, inputs=[inp], key=key, resume=resume,
                    companions=tifs.files, began=began) as tmp:
-        reused = prepare_resume(tmp) if resume else 0
+        kept = prepare_resume(tmp) if resume else {}
         wall = {}
         if route.held:
             summary = _run_held(route, source, geo, tmp, spec, shard, be, wall)
         else:
             summary = _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core,
                                  scheduler)
-        drop_checkpoints(tmp)
+        reused = drop_checkpoints(tmp, kept)
         _check_weights(inp, tmp, spec)
         if "parsed_on" in wall:
             summary["parse"] = wall.pop("parsed_on")

@@ -49,7 +49,7 @@ def _plant(folder, names, marker):
 KILLED_BEFORE_RENAME = """
 import os, signal, sys
 import pipelines._resume as resume
-def die(partial):
+def die(*args):
     os.kill(os.getpid(), signal.SIGKILL)
 resume.drop_checkpoints = die
 import pipelines.mst

@@ -300,3 +300,33 @@ def test_input_replaced_after_its_header_is_told_as_changed(tmp_path, monkeypatc
     with pytest.raises(InputError, match="changed while this run read it"):
         ingest(dem, tmp_path / "e.zarr", tile=16, scheduler=scheduler)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc"]
+
+
+@pytest.mark.parametrize("damaged", ["band", "create"])
+def test_a_resumed_ingest_counts_the_tasks_it_did_not_run(tmp_path, monkeypatch, damaged):
+    """A killed ingest's partial with one checkpoint emptied (what a power cut leaves): that
+    task runs again, and with the store's creation every band after it. The count of
+    reused tasks is the checkpointed tasks that did not run (counted as they run), not the
+    checkpoint files found: it counted the damaged ones and those made stale."""
+    import pipelines.ingest as ingest_mod
+    from cli import run_killed
+    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 64)
+    write_synth(tmp_path / "g.asc", 300, 90, seed=4)  # 5 bands of 64 rows at tile 16
+    argv = ["ingest", tmp_path / "g.asc", "--tile", "16", "--scheduler", "synchronous"]
+    run_killed([*argv, "-o", tmp_path / "e.zarr"], "pipelines.ingest", "_ingest_band", 4,
+               shard_side=64)
+    (partial,) = tmp_path.glob(".e.zarr.partial-*")
+    kept = sorted((partial / ".terrain-checkpoints").glob(f"ingest-{damaged}-*.npz"))
+    kept[0].write_bytes(b"")
+    ran = []
+    for step in ("_ingest_band", "create_elevation"):
+        real = getattr(ingest_mod, step)
+        monkeypatch.setattr(ingest_mod, step, lambda *a, real=real, **k: ran.append(1) or
+                            real(*a, **k))
+    fresh = ingest(tmp_path / "g.asc", tmp_path / "f.zarr", tile=16, scheduler="synchronous")
+    tasks, ran[:] = len(ran), []
+    resumed = ingest(tmp_path / "g.asc", tmp_path / "e.zarr", tile=16, scheduler="synchronous",
+                     resume=True)
+    assert fresh.reused_tasks == 0 and tasks == 6
+    assert resumed.reused_tasks == tasks - len(ran) == (3 if damaged == "band" else 0)
+    assert_bits_equal(store_array(tmp_path / "e.zarr"), store_array(tmp_path / "f.zarr"))
