@@ -548,9 +548,9 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                     lambda store: write_geotiffs(store, geotiff_dir, cog=cog))
     if resume and (done := tifs.finished(out, key, "fill")):
         return done
-    # in core on a cluster (--scheduler, a batch's): reached before any work, the fill one
-    # task there; the tiled route opens its own after the ingest (which runs here)
-    on_cluster = route == "in-core" and not cluster.runs_in_process(scheduler)
+    # on a cluster (--scheduler, a batch's): reached before any work, which runs there (the
+    # tiled route's ingest too; in core the fill is one task), as mst's and cost-distance's
+    on_cluster = not cluster.runs_in_process(scheduler)
     with (cluster.open_scheduler(scheduler, inputs=[inp]) if on_cluster
           else contextlib.nullcontext()), \
             output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume,
@@ -567,7 +567,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             dem_path = tmp
         else:  # the DEM before the outlets layer and the forest
             from .ingest import ingest_into
-            ingest_into(inp, tmp, tile, partial=partial, label="fill-ingest")
+            ingest_into(cluster.remote_input(inp), cluster.remote_input(tmp), tile,
+                        partial=cluster.remote_input(partial), label="fill-ingest")
             dem_path = tmp
         if cells is not None:
             write_outlets(tmp, cells, shape, tile, tile * shard)
@@ -580,7 +581,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                                        cluster.remote_input(tmp), spec, geo, be.name, mask,
                                        options, z=None if on_cluster else z, label="fill")
         else:
-            with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
+            with cluster.open_scheduler(None if on_cluster else scheduler,
+                                        cells=shape[0] * shape[1]):
                 # a cluster given by address runs the tasks in other folders: absolute
                 graph = build_fill_graph(cluster.remote_input(dem_path), tmp, spec, shard,
                                          be.name, None, geo, partial=partial)

@@ -253,9 +253,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                     lambda store: write_flow_geotiffs(store, geotiff_dir, cog))
     if resume and (done := tifs.finished(out, key, "flow")):
         return done
-    # in core on a cluster (--scheduler, a batch's): reached before any work, the flow one
-    # task there; the tiled route opens its own after the ingest (which runs here)
-    on_cluster = chosen == "in-core" and not runs_in_process(scheduler)
+    # on a cluster (--scheduler, a batch's): reached before any work, which runs there (the
+    # tiled route's ingest too; in core the flow is one task), as mst's and cost-distance's
+    on_cluster = not runs_in_process(scheduler)
     try:
         with (open_scheduler(scheduler, inputs=[inp, weights]) if on_cluster
               else contextlib.nullcontext()), \
@@ -274,7 +274,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 z = write_elevation(grid, tmp, tile)
                 dem_path = tmp
             else:
-                ingest_into(inp, tmp, tile, partial=tmp, label="flow-ingest")
+                ingest_into(remote_input(inp), remote_input(tmp), tile,
+                            partial=remote_input(tmp), label="flow-ingest")
                 dem_path = tmp
             w_path = None
             if weights is not None:
@@ -314,7 +315,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 else:
                     t0 = time.perf_counter()
                     # one scheduler for the fill and the flow (one cluster, one dashboard)
-                    with open_scheduler(scheduler, cells=shape[0] * shape[1]):
+                    with open_scheduler(None if on_cluster else scheduler,
+                                        cells=shape[0] * shape[1]):
                         if filled and not linked:  # copied as it is
                             _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
                                 dem_path, dem_layer, w)), shape, side)

@@ -738,3 +738,27 @@ def test_fill_and_flow_in_core_take_the_scheduler_given(tmp_path, command):
     assert sorted(here.array_keys()) == sorted(there.array_keys())
     for name in here.array_keys():
         assert np.array_equal(here[name][...], there[name][...], equal_nan=True), name
+
+
+@pytest.mark.parametrize("command", ["fill", "flow"])
+def test_fill_and_flow_tiled_reach_the_scheduler_before_the_ingest(tmp_path, capsys,
+                                                                   monkeypatch, command):
+    """Before: the tiled route ingested the DEM, then met the closed port (a long ingest
+    lost); now the scheduler is reached first: one line, exit 2, nothing ingested or
+    written."""
+    pytest.importorskip("distributed")
+    import pipelines.ingest as ingest
+    from cli import run_main
+    built = []
+    real = ingest.build_ingest_graph
+    monkeypatch.setattr(ingest, "build_ingest_graph", lambda *a, **k: built.append(a) or
+                        real(*a, **k))
+    monkeypatch.chdir(tmp_path)
+    address, stop = _listener("refused")
+    stop()  # closed: nothing listens there
+    rc, out, err = run_main(capsys, command, SAMPLE, "-o", "x.zarr", "--route", "tiled",
+                            scheduler=address)
+    assert rc == 2 and not out, err
+    assert err.splitlines() == [f"terrain: cannot reach the Dask scheduler at {address}: "
+                                "Connection refused"], err
+    assert built == [] and list(tmp_path.iterdir()) == []
