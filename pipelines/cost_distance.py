@@ -84,7 +84,7 @@ def _free_host_bytes(be=None):
 
 
 def _free_device_bytes(be):
-    from terrain.grid.mst_device import free_device_bytes
+    from terrain.backend import free_device_bytes
     return free_device_bytes(be)
 
 

@@ -480,8 +480,7 @@ def _device_level_fits(tspec, store, backend):
     if backend != "gpu" or tspec.height != 0 or tspec.tile > MAX_GPU_TILE \
             or tspec.levels == 1:
         return False
-    from terrain.backend import get_backend
-    from terrain.grid.mst_device import free_device_bytes
+    from terrain.backend import free_device_bytes, get_backend
     _, n = _group_slots(store)
     R, C = tspec.shape
     return DeviceLevel.nbytes(n, store.bpad(0), R * C) <= 0.7 * free_device_bytes(
@@ -1074,8 +1073,7 @@ PHASE1_SCRATCH = 4 << 30
 
 def _device_facts(backend):
     """``(resident threads, free bytes)`` of the backend's device."""
-    from terrain.backend import get_backend
-    from terrain.grid.mst_device import free_device_bytes
+    from terrain.backend import free_device_bytes, get_backend
     be = get_backend(backend)
     cp = be.xp
     dev = cp.cuda.Device()

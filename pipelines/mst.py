@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.backend import get_backend
+from terrain.backend import free_device_bytes, get_backend
 from terrain.errors import InputError, naming
 from terrain.grid.edges import WeightSum, check_weight_range
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
                               merge_step, super_tile_fits, super_tile_side)
-from terrain.grid.mst_device import fits_in_core, free_device_bytes
+from terrain.grid.mst_device import fits_in_core
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, unit_of, write_georeference
 from terrain.io.outputs import staged_path

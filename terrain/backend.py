@@ -19,8 +19,8 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Backend", "get_backend", "array_backend", "gpu_available", "count_nonzero",
-           "nanmax", "BACKEND_CHOICES", "GPU_MIN_WORK"]
+__all__ = ["Backend", "get_backend", "array_backend", "gpu_available", "free_device_bytes",
+           "count_nonzero", "nanmax", "BACKEND_CHOICES", "GPU_MIN_WORK"]
 
 BACKEND_CHOICES = ("auto", "cpu", "gpu")
 
@@ -114,6 +114,34 @@ class Backend:
         return _raw_module(str(cu_file), tuple(options),
                            tuple(name_expressions) if name_expressions else None)
 
+    def free_bytes(self):
+        """Free memory of the device, in bytes: CUDA's free plus the free blocks of CuPy's pool
+        (CUDA counts them as used; CuPy hands them out again). 0 on the CPU, which has no
+        device: the routes compare it as a number."""
+        if not self.is_gpu:
+            return 0
+        free, _ = self.xp.cuda.runtime.memGetInfo()
+        return int(free) + int(self.xp.get_default_memory_pool().free_bytes())
+
+    def fits(self, shape, bytes_per_cell, share=0.9, max_cells=None, free=None):
+        """True when a device workload of ``bytes_per_cell`` bytes a cell (each workload
+        measures its own) on a grid of ``shape`` takes at most ``share`` of the device's free
+        memory (:meth:`free_bytes`, or ``free`` bytes) and the grid has at most ``max_cells``
+        cells (the bound of the workload's indices). Always False on the CPU.
+
+        >>> get_backend("cpu").fits((10, 10), 22)
+        False
+        >>> gpu = Backend("gpu", None)  # the device's free memory given, not asked
+        >>> gpu.fits((100, 100), 22, free=250_000), gpu.fits((100, 100), 22, free=240_000)
+        (True, False)
+        """
+        n = int(shape[0]) * int(shape[1])
+        if not self.is_gpu or (max_cells is not None and n > max_cells):
+            return False
+        if free is None:
+            free = self.free_bytes()
+        return bytes_per_cell * n <= share * free
+
     def device_name(self):
         """A human name of the device, for benchmark records."""
         if self.is_gpu:
@@ -201,6 +229,15 @@ def get_backend(name=None, work=None):
                              "is missing")
         return _CPU
     return Backend("gpu", cupy)
+
+
+def free_device_bytes(backend=None):
+    """:meth:`Backend.free_bytes` of ``backend`` (a name or a :class:`Backend`).
+
+    >>> free_device_bytes("cpu")
+    0
+    """
+    return get_backend(backend).free_bytes()
 
 
 def count_nonzero(a):

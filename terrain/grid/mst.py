@@ -25,7 +25,7 @@ from ..tiles.store import TileStore, check_tile_size, is_store, open_store, shar
 from .edges import (MAX_TILE, WeightSum, block_sides, check_connectivity, horizontal_lengths,
                     weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
-from .mst_device import (BYTES_PER_CELL, REDUCE_BYTES_PER_CELL, fits_in_core, fits_on_device,
+from .mst_device import (BYTES_PER_CELL, MAX_CELLS, REDUCE_BYTES_PER_CELL, fits_in_core,
                          in_core_mst)
 
 __all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "GroupResult", "group_forest", "merge_node",
@@ -401,8 +401,8 @@ def super_tile_fits(shape, backend=None, in_flight=1, free=None):
     be = get_backend(backend)
     return be.select(
         lambda: fits_in_core((int(shape[0]) * in_flight, int(shape[1])), be),
-        lambda: fits_on_device(shape, be, per_cell=SUPER_TILE_BYTES_PER_CELL,
-                               copies=in_flight, free=free))()
+        lambda: be.fits(shape, in_flight * SUPER_TILE_BYTES_PER_CELL, max_cells=MAX_CELLS,
+                        free=free))()
 
 
 def super_tile_side(spec, backend=None, in_flight=1, host_bytes=None, min_tiles=1, free=None):

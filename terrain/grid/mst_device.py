@@ -21,7 +21,7 @@ from ..errors import InputError
 from .edges import WeightSum, edge_keys
 
 __all__ = ["device_mst", "host_mst", "in_core_mst", "InCoreForest", "fits_in_core",
-           "fits_on_device", "free_device_bytes", "device_bytes", "MAX_CELLS",
+           "device_bytes", "MAX_CELLS",
            "HOST_MAX_CELLS", "BYTES_PER_CELL", "REDUCE_BYTES_PER_CELL"]
 
 MAX_CELLS = 1 << 30  # edge ids 4·cell + d must fit 32 bits of the key
@@ -66,47 +66,17 @@ def device_bytes(shape):
     return BYTES_PER_CELL * int(shape[0]) * int(shape[1])
 
 
-def fits_on_device(shape, backend=None, headroom=0.9, per_cell=BYTES_PER_CELL, copies=1,
-                   free=None, max_cells=MAX_CELLS):
-    """True when a grid of ``shape`` can take :func:`device_mst` (or another device
-    algorithm of ``per_cell`` bytes a cell and at most ``max_cells`` cells): at most
-    ``max_cells`` cells and ``copies × per_cell`` bytes a cell within ``headroom`` of the
-    device's free memory (or of ``free`` bytes). Always False on the CPU.
-
-    >>> fits_on_device((10, 10), "cpu")
-    False
-    """
-    be = get_backend(backend)
-    n = int(shape[0]) * int(shape[1])
-    if not be.is_gpu or n > max_cells:
-        return False
-    if free is None:
-        free = free_device_bytes(be)
-    return copies * per_cell * n <= headroom * free
-
-
 def fits_in_core(shape, backend=None, free=None):
-    """True when the grid of ``shape`` takes :func:`in_core_mst` on ``backend``
-    (:func:`fits_on_device`; on the CPU up to :data:`HOST_MAX_CELLS` cells).
+    """True when the grid of ``shape`` takes :func:`in_core_mst` on ``backend``: on the device
+    :data:`BYTES_PER_CELL` a cell of at most :data:`MAX_CELLS` (:meth:`Backend.fits`, within
+    ``free`` bytes when given); on the CPU up to :data:`HOST_MAX_CELLS` cells.
 
     >>> fits_in_core((1448, 1448), "cpu"), fits_in_core((2048, 2048), "cpu")
     (True, False)
     """
     be = get_backend(backend)
     return be.select(lambda: int(shape[0]) * int(shape[1]) <= HOST_MAX_CELLS,
-                     lambda: fits_on_device(shape, be, free=free))()
-
-
-def free_device_bytes(backend=None):
-    """Free memory on the backend's device (CUDA's free plus CuPy's pool's free blocks); 0
-    on the CPU."""
-    be = get_backend(backend)
-
-    def gpu():
-        cp = be.xp
-        free, _ = cp.cuda.runtime.memGetInfo()
-        return int(free) + int(cp.get_default_memory_pool().free_bytes())
-    return be.select(lambda: 0, gpu)()
+                     lambda: be.fits(shape, BYTES_PER_CELL, max_cells=MAX_CELLS, free=free))()
 
 
 def in_core_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend=None):

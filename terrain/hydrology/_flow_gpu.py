@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backend import count_nonzero
+from ..backend import count_nonzero, get_backend
 from ..errors import InputError
 from ._neighbours import NB_DC, NB_DR
 
@@ -32,10 +32,9 @@ DEVICE_BYTES_PER_CELL = 20
 def flow_fits_on_device(shape, backend=None, headroom=0.9):
     """True when the flow of a grid of ``shape`` runs whole on the backend's device: its
     padded block of at most :data:`MAX_CELLS` cells, :data:`DEVICE_BYTES_PER_CELL` a cell
-    within ``headroom`` of its free memory (:func:`terrain.grid.mst_device.fits_on_device`)."""
-    from ..grid.mst_device import fits_on_device
-    return fits_on_device((int(shape[0]) + 4, int(shape[1]) + 4), backend, headroom,
-                          per_cell=DEVICE_BYTES_PER_CELL, max_cells=MAX_CELLS)
+    within ``headroom`` of its free memory (:meth:`terrain.backend.Backend.fits`)."""
+    return get_backend(backend).fits((int(shape[0]) + 4, int(shape[1]) + 4),
+                                     DEVICE_BYTES_PER_CELL, headroom, MAX_CELLS)
 
 
 #: cells of a band of rows in :func:`_cells_where`: its bool masks and int64 indices take at

@@ -24,7 +24,7 @@ from ..grid.edges import check_connectivity
 from ..tiles.quadtree import TiledGrid, walk_down, walk_up
 from ..tiles.store import check_tile_size
 from . import _flow_cpu
-from ._fill_gpu import fits_on_device
+from ._fill_gpu import fill_fits_on_device
 from ._neighbours import NB_DC, NB_DR
 from .flow import _inside, padded_window
 
@@ -492,7 +492,7 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     # the device takes the grid whole where it fits, else the host floods it (in row
     # strips on its cores: as fast as the device flooding it strip by strip, measured);
     # the options' hierarchy is the host's, so their DEM stays there, their levels not
-    fits = be.is_gpu and fits_on_device(np.shape(dem), be)
+    fits = be.is_gpu and fill_fits_on_device(np.shape(dem), be)
     whole = fits and plain
     z = _dem(dem, device=whole)
     if min_depth is not None and not _at_least(min_depth, 0):

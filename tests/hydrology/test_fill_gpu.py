@@ -234,7 +234,7 @@ def test_gpu_fill_beyond_the_device_is_the_hosts(monkeypatch):
     import terrain.hydrology.fill as fill_module
     z = case(3, (300, 257))
     cpu = fill_depressions(z, 8, backend="cpu")
-    monkeypatch.setattr(fill_module, "fits_on_device", lambda shape, backend=None: False)
+    monkeypatch.setattr(fill_module, "fill_fits_on_device", lambda shape, backend=None: False)
     gpu = fill_depressions(z, 8, backend="gpu")
     for name in ("filled", "depth", "depression"):
         assert isinstance(getattr(gpu, name), np.ndarray)

@@ -355,23 +355,23 @@ def test_each_direction_check_names_its_fault():
 
 
 def test_the_device_rules_of_the_fill_and_the_flow(monkeypatch):
-    """What the device holds whole, by the one rule of terrain.grid.mst_device on made-up
+    """What the device holds whole, by the one rule of terrain.backend.Backend.fits on made-up
     devices (139 GiB free, an H200's; 79 GiB, an 80 GB H100's): the 10-ft size's flow (20
     bytes a cell of its padded block, 66 GiB) on both but not its fill (beyond the forest's
     2^30 cells); no block of 2^32 cells."""
-    import terrain.grid.mst_device as mst_device
-    from terrain.hydrology import fits_on_device, flow_fits_on_device
+    from terrain.backend import Backend
+    from terrain.hydrology import fill_fits_on_device, fits_on_device, flow_fits_on_device
 
-    class Device:
-        is_gpu = True
-
+    gpu = Backend("gpu", None)
     free = [139 << 30]
-    monkeypatch.setattr(mst_device, "get_backend", lambda backend=None: Device())
-    monkeypatch.setattr(mst_device, "free_device_bytes", lambda backend=None: free[0])
+    monkeypatch.setattr(Backend, "free_bytes", lambda self: free[0])
     ten_ft = (50220, 70520)
-    assert flow_fits_on_device(ten_ft) and not fits_on_device(ten_ft)
+    assert flow_fits_on_device(ten_ft, gpu) and not fill_fits_on_device(ten_ft, gpu)
     free[0] = 79 << 30
-    assert flow_fits_on_device(ten_ft)  # 65.97 GiB of 71.1
-    assert not flow_fits_on_device(ten_ft, headroom=0.8)  # of 63.2
-    assert not flow_fits_on_device((65532, 65532))  # a padded block of 2^32 cells
-    assert fits_on_device((4096, 4096)) and not fits_on_device((4096, 4096), headroom=1e-3)
+    assert flow_fits_on_device(ten_ft, gpu)  # 65.97 GiB of 71.1
+    assert not flow_fits_on_device(ten_ft, gpu, headroom=0.8)  # of 63.2
+    assert not flow_fits_on_device((65532, 65532), gpu)  # a padded block of 2^32 cells
+    assert fill_fits_on_device((4096, 4096), gpu)
+    assert not fill_fits_on_device((4096, 4096), gpu, headroom=1e-3)
+    assert fits_on_device is fill_fits_on_device  # the name terrain.hydrology exported first
+    assert not flow_fits_on_device((10, 10), "cpu") and not fill_fits_on_device((10, 10), "cpu")
