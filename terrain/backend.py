@@ -69,6 +69,16 @@ class Backend:
         """
         return gpu if self.is_gpu else cpu
 
+    def kernel_table(self, cpu, gpu):
+        """This backend's kernel table: the class ``cpu()`` returns, made with no arguments,
+        or on the GPU the class ``gpu()`` returns, made with this backend. A loader may import
+        its twin's module when called, so that a run loads its own backend's kernels alone.
+
+        >>> get_backend("cpu").kernel_table(lambda: list, lambda: dict)
+        []
+        """
+        return gpu()(self) if self.is_gpu else cpu()()
+
     @property
     def ndimage(self):
         """``scipy.ndimage`` or ``cupyx.scipy.ndimage``: the same functions, on this backend's

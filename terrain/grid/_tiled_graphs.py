@@ -12,8 +12,8 @@ from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import TiledGrid
 from ..tiles.store import check_tile_size, shard_windows
-from ._tiled_cpu import (arcs_cpu, graph_dijkstra, graph_dijkstra_paged, page_min_key,
-                         page_to_evict, window_dijkstra_cpu)
+from ._tiled_cpu import (TiledCpuOps, arcs_cpu, graph_dijkstra, graph_dijkstra_paged,
+                         page_min_key, page_to_evict, window_dijkstra_cpu)
 from ._tournament import INT_INF, tt_alloc, tt_seed
 from .costs import arc_codes, arc_lengths, cost_model_code
 
@@ -27,17 +27,12 @@ _INF = np.inf
 
 
 def ops(backend=None):
-    """The kernel table of ``backend``: ``TiledCpuOps`` or ``TiledGpuOps``."""
-    be = get_backend(backend)
-
-    def cpu():
-        from ._tiled_cpu import TiledCpuOps
-        return TiledCpuOps()
-
+    """The kernel table of ``backend``: ``TiledCpuOps`` or ``TiledGpuOps``
+    (:meth:`terrain.backend.Backend.kernel_table`)."""
     def gpu():
         from ._tiled_gpu import TiledGpuOps
-        return TiledGpuOps(be)
-    return be.select(cpu, gpu)()
+        return TiledGpuOps
+    return get_backend(backend).kernel_table(lambda: TiledCpuOps, gpu)
 
 
 @dataclass(frozen=True)

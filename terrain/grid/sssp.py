@@ -43,15 +43,16 @@ def incore_bytes(shape, has_friction=False):
 
 
 def _ops(be):
-    """The kernel table of backend ``be`` (imported here: the GPU path never imports Numba)."""
+    """The kernel table of backend ``be``: ``CpuOps`` or ``GpuOps``
+    (:meth:`terrain.backend.Backend.kernel_table`)."""
     def cpu():
         from ._sssp_cpu import CpuOps
-        return CpuOps()
+        return CpuOps
 
     def gpu():
         from ._sssp_gpu import GpuOps
-        return GpuOps(be)
-    return be.select(cpu, gpu)()
+        return GpuOps
+    return be.kernel_table(cpu, gpu)
 
 
 def on_nodata(name, i, r, c, barrier=False):
