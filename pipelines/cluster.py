@@ -22,7 +22,8 @@ __all__ = ["open_scheduler", "compute", "call", "run_as_completed", "LOCAL_SCHED
            "SchedulerLost", "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
            "shares_nothing", "SHARE_NOTHING_COMMANDS",
-           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active"]
+           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active", "worker_client",
+           "here_and_on_every_worker"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -394,6 +395,24 @@ def call(fn, *args, label="terrain", **kwargs):
     import dask
     (result,) = compute(dask.delayed(fn, pure=False)(*args, **kwargs), label=label)
     return result
+
+
+def worker_client():
+    """The client of the distributed worker this task runs on, or None."""
+    try:
+        from distributed import get_client, get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return None
+    return get_client()
+
+
+def here_and_on_every_worker(fn, *args):
+    """``fn(*args)`` here and in every distributed worker's process (a task's view: the
+    process tables of a run); this process's result first."""
+    results = [fn(*args)]
+    client = worker_client()
+    return results + ([] if client is None else list(client.run(fn, *args).values()))
 
 
 def share(value):

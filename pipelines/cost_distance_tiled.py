@@ -32,9 +32,10 @@ from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 from ._resume import (checkpoint_at, checkpoint_file, checkpoint_folder, kept_checkpoints,
                       run_checkpointed)
+from .cluster import here_and_on_every_worker, worker_client
 from .cost_distance_store import (StoreReader, prepare_layers, reached, source_arrays,
                                   summary_base, window_stats)
-from .quadtree import delayed_call
+from .quadtree import TaskGraph, stage_seconds
 
 __all__ = ["IndexStore", "build_cost_distance_tiled", "tiled_spec", "resume_index",
            "solve_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
@@ -59,61 +60,8 @@ _HOST_BANDS = threading.BoundedSemaphore(HOST_BANDS)
 #: a shard's layers: a few hundred MB for 2048^2) are held at once; their device work runs
 #: one launch after another anyway, so more threads would only add memory
 _GROUP_SLOTS = threading.BoundedSemaphore(4)
-
-
-_STAGE_LOCK = threading.Lock()
-_STAGE_SECONDS = {}  # run token -> {stage: task-seconds} (tasks of this process)
-
-
-def _add_seconds(token, stage, seconds):
-    with _STAGE_LOCK:
-        stages = _STAGE_SECONDS.setdefault(token, {})
-        stages[stage] = stages.get(stage, 0.0) + seconds
-
-
-def _pop_seconds(token):
-    with _STAGE_LOCK:
-        return _STAGE_SECONDS.pop(token, {})
-
-
-def _worker_client():  # the client of the distributed worker this task runs on, or None
-    try:
-        from distributed import get_client, get_worker
-        get_worker()
-    except (ImportError, ValueError):
-        return None
-    return get_client()
-
-
-def _here_and_on_every_worker(fn, *args):
-    """``fn(*args)`` here and in every distributed worker's process; this process's result first."""
-    results = [fn(*args)]
-    client = _worker_client()
-    return results + ([] if client is None else list(client.run(fn, *args).values()))
-
-
-def _run_stage_seconds(token):
-    """Every process's task-seconds of run ``token``."""
-    stages = {}
-    for part in _here_and_on_every_worker(_pop_seconds, token):
-        for k, v in part.items():
-            stages[k] = stages.get(k, 0.0) + v
-    return stages
-
-
-class _Timed:
-    """A task function adding its wall time to the summary's ``stage_seconds[stage]``."""
-
-    def __init__(self, fn, token, stage):
-        self.fn, self.token, self.stage = fn, token, stage
-        self.__name__ = getattr(fn, "__name__", stage)
-
-    def __call__(self, *args):
-        t0 = time.perf_counter()
-        try:
-            return self.fn(*args)
-        finally:
-            _add_seconds(self.token, self.stage, time.perf_counter() - t0)
+#: the stages whose task-seconds the summary's ``stage_seconds`` gives (``top`` apart)
+_TIMED = ("index-leaf", "index-merge", "index-check", "src-", "down-", "fill")
 
 
 def top_cache_bytes(backend):
@@ -511,7 +459,7 @@ _DEVICE_LABELS = {}
 
 def _single_process():
     """Whether every task runs in this process (the top's labels may then stay on the device)."""
-    client = _worker_client()
+    client = worker_client()
     return client is None or len(client.scheduler_info()["workers"]) == 1
 
 
@@ -659,9 +607,10 @@ def _sources_merge_task(tspec, store, k, i, j, *kids):
     return up, {key: v for key, v in own.items() if v is not None}
 
 
-def _collect_rest(rest):
+def _collect_own(*owns):
+    """The source labels every node of the sources' walk kept, in one dict."""
     out = {}
-    for (own,) in rest.values():
+    for own in owns:
         out.update(own)
     return out
 
@@ -696,7 +645,7 @@ def _top_device(tspec, store, lstore, labels):
     held = None
     read = 0.0
     if len(level.filled) < len(slots):  # groups of other processes: their writes done first
-        _here_and_on_every_worker(_wait_writes, str(store.path))
+        here_and_on_every_worker(_wait_writes, str(store.path))
     for key, (start, region) in slots.items():
         if key not in level.filled:
             t = time.perf_counter()
@@ -918,8 +867,8 @@ def _release_level(path):
 def _finish(out_path, fills, meta, tops, token=None):
     # groups written by other processes, a level left on a device whose process did not
     # run the top: every process ends the run
-    _here_and_on_every_worker(_release_level, str(out_path))
-    stages = _run_stage_seconds(token)
+    here_and_on_every_worker(_release_level, str(out_path))
+    stages = stage_seconds(token)
     top = next((t for t in tops if isinstance(t, dict)), {})
     if top.get("seconds"):  # the root's down task ran the top Dijkstra: count it apart
         stages["top"] = top["seconds"]
@@ -949,9 +898,10 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
     import dask
 
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
-    prepared = dask.delayed(prepare_layers, pure=False)(
-        out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
-        dask_key_name=f"cost-prepare-{token}")
+    graph = TaskGraph("cost", token, timed=_TIMED)
+    call = graph.call
+    prepared = call(prepare_layers, out_path, spec["shape"], spec["tile"], geo or {},
+                    friction_store is not None, upstream, key=("prepare",))
     reuse = spec.get("reuse")
     tspec = solve_spec(spec)
     group_tiles = max(1, int(spec["group_side"]) // tspec.tile)
@@ -959,41 +909,33 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
     g = plan.group_level
     reader = StoreReader(dem_path, friction_store, spec.get("friction_path") or "")
     srcs = source_arrays(sources, start_costs)
-    def call(stage):  # Dask tasks of a walk, each timed under "stage-step"
-        inner = delayed_call(f"cost-{stage}", token)
-
-        def timed(fn, *args, key, nout=None):
-            return inner(_Timed(fn, token, f"{stage}-{key[0].rstrip('0123456789')}"), *args,
-                         key=key, nout=nout)
-        return timed
     index_tasks = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     layout = {"page_bytes": GPU_PAGE_BYTES, "sharded": False} if backend == "gpu" else {}
     index = (IndexStore(out_path, tspec, g, **layout) if reuse is None
              else IndexStore(reuse, tspec, g, mode="r"))
     lstore = IndexStore(out_path, tspec, g, labels=True)
-    made = dask.delayed(_make_stores, pure=False)(
-        index if reuse is None else None, lstore, spec, tspec.height, prepared,
-        dask_key_name=f"cost-index-make-{token}")
+    made = call(_make_stores, index if reuse is None else None, lstore, spec, tspec.height,
+                prepared, key=("index-make",))
     if reuse is None:
         ready, _ = walk_up(plan, (_index_leaf_task, tspec, reader, backend, index, made),
-                           (_index_merge_task, tspec, index), call=call("index"))
-        if backend != "gpu":  # the sources start once the checkpoint is written
-            ready = dask.delayed(run_checkpointed, pure=False)(
-                checkpoint_at(checkpoint_folder(out_path), INDEX_DONE), _index_written,
-                ready, dask_key_name=f"{INDEX_DONE}-{token}")
+                           (_index_merge_task, tspec, index), call,
+                           names=("index-leaf", "index-merge"))
+        if backend != "gpu":  # the sources start once the checkpoint is written (its name
+            # is the run's: the token of a run differs from its resumed run's)
+            ready = graph.add(f"{INDEX_DONE}-{token}", (), run_checkpointed,
+                              checkpoint_at(checkpoint_folder(out_path), INDEX_DONE),
+                              _index_written, ready)
     else:
-        ready = [dask.delayed(_Timed(_index_check_task, token, "index-check"), pure=False)(
-            tspec, reader, index, made, g, i, j, dask_key_name=(f"cost-index-check-{token}",
-                                                                i, j))
-            for (i, j) in plan.groups]
+        ready = [call(_index_check_task, tspec, reader, index, made, g, i, j,
+                      key=("index-check", i, j)) for (i, j) in plan.groups]
     name = spec.get("input", "")
     _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
-                      (_sources_merge_task, tspec, index), call=call("src"))
-    labels = dask.delayed(_collect_rest, pure=False)(rest, dask_key_name=f"cost-labels-{token}")
+                      (_sources_merge_task, tspec, index), call, names=("src-leaf", "src-merge"))
+    labels = call(_collect_own, *(own for (own,) in rest.values()), key=("labels",))
     top_cfg = (top_cache_bytes(backend), backend)  # the top Dijkstra's page cache and device
     _, out = walk_down(plan, (_down_node_task, tspec, index, lstore, labels, top_cfg, made),
-                       (_down_leaf_task, tspec, index, lstore, labels, top_cfg, made),
-                       call=call("down"), node_nout=4)
+                       (_down_leaf_task, tspec, index, lstore, labels, top_cfg, made), call,
+                       node_nout=4, names=("down-split", "down-apply"))
     max_cost = spec.get("max_cost")
     R, C = tspec.shape
     sh = int(spec.get("shard_side") or spec["group_side"])
@@ -1006,10 +948,9 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
             gj0, gj1 = max(c // side - 1, 0), -(-shard[3] // side) + 1
             deps = [out[(g, a, b)] for a in range(gi0, gi1) for b in range(gj0, gj1)
                     if (g, a, b) in out]
-            fills.append(dask.delayed(_Timed(_fill_task, token, "fill"), pure=False)(
-                tspec, index, lstore, reader, backend, srcs, out_path, max_cost,
-                friction_store is not None, g, shard, prepared, *deps,
-                dask_key_name=(f"cost-fill-{token}", r // sh, c // sh)))
+            fills.append(call(_fill_task, tspec, index, lstore, reader, backend, srcs,
+                              out_path, max_cost, friction_store is not None, g, shard,
+                              prepared, *deps, key=("fill", r // sh, c // sh)))
     meta = summary_base(spec, backend)
     resumed = bool(spec.get("resumed_index"))
     meta.update({"tile_sssp": tspec.tile, "height": tspec.height, "groups": len(plan.groups),
@@ -1020,8 +961,8 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
                  "reuse": None if reuse is None or resumed else str(reuse),
                  "resumed_index": resumed, "sizing": spec.get("sizing")})
     tops = [out[(g, 0, 0)]] if (g, 0, 0) in out else []
-    return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops, token,
-                                             dask_key_name=f"cost-tiled-finish-{token}")
+    return graph.delayed(call(_finish, out_path, fills, meta, tops, token,
+                              key=("tiled-finish",)))
 
 
 def resume_index(spec, partial, tile_sssp=None, max_height=None, backend=None):

@@ -7,19 +7,60 @@ quadtree level, so the dashboard groups the tasks by stage, and keys are determi
 a given token. :class:`TaskGraph` writes each step straight into one task dict (not
 ``dask.delayed``, whose graph merges are quadratic in the walk's length); a step returning
 ``nout`` values gets one ``getitem`` task per value, so each value is freed once its
-consumer ran; checkpointed stages are wrapped at construction. Design: docs/mst.md,
-"Design notes". :func:`delayed_call` is the ``dask.delayed`` flavour for small walks.
+consumer ran; checkpointed stages are wrapped at construction, timed stages add their
+tasks' wall time to :func:`stage_seconds`. Design: docs/mst.md, "Design notes".
 """
 
 import operator
+import threading
+import time
 
-import dask
 from dask._task_spec import Task, TaskRef, parse_input
 from dask.delayed import Delayed
 
 from ._resume import checkpoint_at, checkpoint_folder, graph_dict, run_checkpointed
+from .cluster import here_and_on_every_worker
 
-__all__ = ["TaskGraph", "delayed_call"]
+__all__ = ["TaskGraph", "stage_seconds"]
+
+_STAGE_LOCK = threading.Lock()
+_STAGE_SECONDS = {}  # graph token -> {stage: task-seconds} (tasks of this process)
+
+
+def _add_seconds(token, stage, seconds):
+    with _STAGE_LOCK:
+        stages = _STAGE_SECONDS.setdefault(token, {})
+        stages[stage] = stages.get(stage, 0.0) + seconds
+
+
+def _pop_seconds(token):
+    with _STAGE_LOCK:
+        return _STAGE_SECONDS.pop(token, {})
+
+
+def stage_seconds(token):
+    """Every process's task-seconds of the timed stages of graph ``token``, by stage (taken:
+    a second call returns none of them)."""
+    stages = {}
+    for part in here_and_on_every_worker(_pop_seconds, token):
+        for k, v in part.items():
+            stages[k] = stages.get(k, 0.0) + v
+    return stages
+
+
+class _Timed:
+    """A task function adding its wall time to ``stage`` of graph ``token``."""
+
+    def __init__(self, fn, token, stage):
+        self.fn, self.token, self.stage = fn, token, stage
+        self.__name__ = getattr(fn, "__name__", stage)
+
+    def __call__(self, *args):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*args)
+        finally:
+            _add_seconds(self.token, self.stage, time.perf_counter() - t0)
 
 
 class _Ref:
@@ -43,6 +84,11 @@ class TaskGraph:
         keep their result in its checkpoint folder (:func:`pipelines._resume.checkpoint_folder`).
     checkpoint : tuple of str
         Key names (``f"{prefix}-{stage}"`` and other graphs' names) that get checkpoints.
+    timed : tuple of str
+        Stages (names or their starts) of :meth:`call` whose tasks add their wall time to
+        :func:`stage_seconds` of ``token``, under the stage's name less its quadtree level
+        (``merge3`` counts as ``merge``). A run that times its stages takes them once it is
+        done: the table holds them until then.
 
     Examples
     --------
@@ -56,11 +102,12 @@ class TaskGraph:
     (4, True)
     """
 
-    def __init__(self, prefix, token, partial=None, checkpoint=()):
+    def __init__(self, prefix, token, partial=None, checkpoint=(), timed=()):
         self.prefix, self.token = prefix, token
         self.tasks = {}
         self._folder = checkpoint_folder(partial) if partial is not None else None
         self._checkpoint = tuple(checkpoint)
+        self._timed = tuple(timed)
 
     def _arg(self, value):
         """``value`` as a task argument: references become ``TaskRef``; a Delayed's tasks
@@ -93,6 +140,8 @@ class TaskGraph:
         """
         stage, *index = key
         name = f"{self.prefix}-{stage}-{self.token}"
+        if self._timed and stage.startswith(self._timed):
+            fn = _Timed(fn, self.token, stage.rstrip("0123456789"))
         ref = self.add(name, index, fn, *args)
         if nout is None:
             return ref
@@ -103,20 +152,3 @@ class TaskGraph:
         """A ``Delayed`` computing ``ref`` from the whole dict (no copy of it)."""
         return Delayed(ref.key, self.tasks)
 
-
-def delayed_call(prefix, token):
-    """A ``call`` for :func:`~terrain.tiles.quadtree.walk_up` / ``walk_down`` building
-    ``dask.delayed`` tasks (quadratic in the walk's length: :class:`TaskGraph` is not).
-
-    >>> from terrain.tiles.quadtree import QuadtreePlan, walk_up
-    >>> plan = QuadtreePlan.build((4, 4), 2, 1)
-    >>> root, _ = walk_up(plan, lambda k, i, j: (1, None), lambda k, i, j, *c: (sum(
-    ...     x for x in c if x is not None), None), call=delayed_call("count", "t"))
-    >>> root.compute(), ("count-merge1-t", 0, 0) in dict(root.__dask_graph__())
-    (4, True)
-    """
-    def call(fn, *args, key, nout=None):
-        stage, *index = key
-        name = (f"{prefix}-{stage}-{token}", *index)
-        return dask.delayed(fn, nout=nout, pure=False)(*args, dask_key_name=name)
-    return call

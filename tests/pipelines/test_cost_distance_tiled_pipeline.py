@@ -184,7 +184,7 @@ def test_stage_seconds_gather_every_worker_process():
     negative seconds)."""
     distributed = pytest.importorskip("distributed")
     import logging
-    from pipelines.cost_distance_tiled import _add_seconds, _run_stage_seconds
+    from pipelines.quadtree import _add_seconds, stage_seconds
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address=None, silence_logs=logging.CRITICAL)
     with cluster, distributed.Client(cluster) as client:
@@ -192,8 +192,8 @@ def test_stage_seconds_gather_every_worker_process():
         client.submit(_add_seconds, "run-1", "index-leaf", 2.0, workers=[a], pure=False).result()
         client.submit(_add_seconds, "run-1", "index-leaf", 3.0, workers=[b], pure=False).result()
         client.submit(_add_seconds, "run-1", "fill", 1.0, workers=[b], pure=False).result()
-        got = client.submit(_run_stage_seconds, "run-1", workers=[a], pure=False).result()
+        got = client.submit(stage_seconds, "run-1", workers=[a], pure=False).result()
         assert got == {"index-leaf": 5.0, "fill": 1.0}
         # popped everywhere: a second run's summary does not count them again
-        assert client.submit(_run_stage_seconds, "run-1", workers=[b], pure=False).result() == {}
-    assert _run_stage_seconds("run-1") == {}  # outside a worker: this process's own
+        assert client.submit(stage_seconds, "run-1", workers=[b], pure=False).result() == {}
+    assert stage_seconds("run-1") == {}  # outside a worker: this process's own

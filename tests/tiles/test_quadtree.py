@@ -62,17 +62,6 @@ def _merge(k, i, j, *kids):
     return sum(int(x) * (q + 1) for q, x in enumerate(kids) if x is not None), f"{k}/{i}/{j}"
 
 
-def test_the_dask_walk_equals_the_direct_walk():
-    dask = pytest.importorskip("dask")
-    from pipelines.quadtree import delayed_call
-
-    plan = QuadtreePlan.build((45, 30), 4, 2)
-
-    direct = walk_up(plan, _leaf, _merge)
-    lazy = walk_up(plan, _leaf, _merge, call=delayed_call("t", "x"))
-    assert dask.compute(lazy)[0] == direct
-
-
 def test_the_task_graph_walk_equals_the_direct_walk_both_ways(tmp_path):
     dask = pytest.importorskip("dask")
     from pipelines._resume import CHECKPOINT_DIR, prepare_resume
