@@ -24,6 +24,7 @@ from pathlib import Path
 from terrain.io.outputs import OutputExists, atomic_output, hold_lock, input_identity, real_path
 from terrain.io.remote import is_url
 from terrain.errors import InputError, cannot_read
+from terrain.grid.edges import check_connectivity
 from terrain.tiles.store import check_tile_size, is_store
 
 from .cluster import LOCAL_SCHEDULERS, check_inputs_on_workers, open_scheduler, remote_input
@@ -113,9 +114,10 @@ def _check_cost_distance(args):
 def _check_connectivity(command):
     """The check of ``batch COMMAND``'s shared ``--connectivity``."""
     def check(args):
-        if args.connectivity not in (4, 8):
-            raise InputError(f"batch {command}: connectivity {args.connectivity}: must be 4 "
-                             "or 8")
+        try:
+            check_connectivity(args.connectivity)
+        except InputError as e:
+            raise InputError(f"batch {command}: {e}") from None
     return check
 
 

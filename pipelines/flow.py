@@ -34,6 +34,7 @@ import numpy as np
 from terrain.backend import get_backend, nanmax
 from terrain.errors import InputError, naming
 from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
+from terrain.grid.edges import check_connectivity
 from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_drained,
                                direction_group, direction_pass, fill_depressions, fits_on_device,
                                flow_accumulation, flow_directions, flow_fits_on_device,
@@ -208,8 +209,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     check_local_outputs([inp, outlets, weights],
                         [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
                         overwrite or resume)  # a resumed run's store may be published
-    if int(connectivity) not in (4, 8):
-        raise InputError(f"connectivity {connectivity}: must be 4 (D4) or 8 (D8)")
+    connectivity = check_connectivity(connectivity)
     fill_attrs = _fill_result(inp, connectivity, outlets)
     dem_layer = "elevation" if fill_attrs is None else "filled"
     if fill_attrs is not None:  # its filled layer is the filled DEM: no fill again

@@ -22,13 +22,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .backend import BACKEND_CHOICES  # noqa: E402 (after the thread count above)
 from .errors import InputError, TerrainWarning, cannot_read  # noqa: E402
+from .grid.costs import ARC_CONNECTIVITIES, COST_MODELS  # noqa: E402
+from .grid.edges import CONNECTIVITIES, WEIGHT_MODELS  # noqa: E402
 from .startup import (Terminated, bound_malloc_arenas, printable_streams, quick_exit,  # noqa: E402
                       terminate_raises)
 
 _python_show_warning = warnings.showwarning
 
-CONNECTIVITIES = (4, 8)
-WEIGHTS = ("max", "absdiff", "slope", "length3d")
+# the graph loaders' FORMATS with auto and store (tests/cli/test_startup.py pins it):
+# importing the loaders would cost every command's start-up 80 ms
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
 BATCH_COMMANDS = ("ingest", "mst", "cost-distance", "fill", "flow")  # pipelines.batch.RUNNERS
 
@@ -115,7 +117,7 @@ def _add_tile(p, raster_input=False):
 
 
 def _add_weight(p, prefix=""):
-    p.add_argument("--weight", choices=WEIGHTS, default="max",
+    p.add_argument("--weight", choices=WEIGHT_MODELS, default="max",
                    help=prefix + "edge weight: max(z_u, z_v) (default), absdiff, slope, "
                         "length3d (slope and length3d need a projected CRS: cell sizes in "
                         "metres)")
@@ -174,7 +176,7 @@ def _add_cost_options(p, batch=False):
                    help=f"{pre}every cell of the raster --sources that is not nodata is a "
                         "source, its value the cost already spent there (as r.cost -r; "
                         "other sources start at --start-cost)")
-    p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default=None,
+    p.add_argument("--cost", choices=COST_MODELS, default=None,
                    help=f"{pre}arc cost: |dz|, length x mean friction, or Tobler walking "
                         "time (default: friction with --friction, else absdiff)")
     p.add_argument("--friction", default=None, metavar="RASTER",
@@ -380,7 +382,7 @@ def build_parser():
     _add_cost_options(p)
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: INPUT's name with .cost.zarr)")
-    p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
+    p.add_argument("--connectivity", type=int, choices=ARC_CONNECTIVITIES, default=8,
                    help="4 (rook), 8 (queen, default) or 16 (adds knight moves, costed as GRASS "
                         "r.cost -k: with the mean friction of the four cells a move touches, "
                         "its ends and the two it passes between, and only where none of them "
@@ -429,7 +431,7 @@ def build_parser():
     _add_tile(p)
     scoped = _Scoped(p)  # the options of some commands only: refused with the others
     scoped.add("mst", "cost-distance", "fill", "flow").add_argument(
-        "--connectivity", type=int, choices=(4, 8, 16), default=8,
+        "--connectivity", type=int, choices=ARC_CONNECTIVITIES, default=8,
         help="mst, fill, flow (4 or 8), cost-distance (4, 8 or 16)")
     _add_weight(scoped.add("mst"), "mst: ")
     _add_cost_options(scoped.add("cost-distance"), batch=True)

@@ -27,7 +27,7 @@ import numpy as np
 from . import native
 from .errors import InputError
 from .grid.costs import ARC_DC, ARC_DR
-from .grid.edges import (CONNECTIVITIES, DIRECTIONS, WeightSum, edge_keys, edge_weights_np,
+from .grid.edges import (DIRECTIONS, WeightSum, check_connectivity, edge_keys, edge_weights_np,
                          horizontal_lengths, weight_model_code)
 
 __all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "verify_fill",
@@ -119,9 +119,7 @@ def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)
     m = np.asarray(mask)
     if z.ndim != 2 or m.shape != z.shape:
         raise InputError(f"verify: DEM {z.shape} and mask {m.shape} must be 2-D of one shape")
-    if int(connectivity) not in CONNECTIVITIES:
-        raise InputError(f"verify: connectivity {connectivity!r} is not 4 or 8")
-    connectivity = int(connectivity)
+    connectivity = check_connectivity(connectivity)
     model, hlen = weight_model_code(weight), horizontal_lengths(cellsize)
     rows, cols = z.shape
     n = rows * cols
@@ -463,10 +461,9 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     if z.ndim != 2 or d.shape != z.shape:
         raise InputError(f"verify: filled DEM {z.shape} and directions {d.shape} must be 2-D "
                          "of one shape")
-    if int(connectivity) not in (4, 8):
-        raise InputError(f"verify: connectivity {connectivity!r} is not 4 or 8")
+    connectivity = check_connectivity(connectivity)
     d = d.astype(np.uint8)
-    step = 1 if int(connectivity) == 8 else 2
+    step = 1 if connectivity == 8 else 2
     dx, dy = (float(v) for v in cellsize)
     diag = math.sqrt(dx * dx + dy * dy)
     dist = np.array([dx, diag, dy, diag, dx, diag, dy, diag], np.float64)
@@ -474,7 +471,7 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     outl = (np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8) if has_out
             else np.zeros((1, 1), np.uint8))
     # with named outlets, nodata may cut cells off from all of them: their sinks drain nowhere
-    cut = (_cut_off(~np.isnan(z), int(connectivity), outl) if has_out
+    cut = (_cut_off(~np.isnan(z), connectivity, outl) if has_out
            else np.zeros(z.shape, np.bool_))
     cert = Certificate("flow directions" + ("" if accumulation is None else " and accumulation"))
     cols = z.shape[1]
@@ -551,9 +548,7 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     from .hydrology import depression_labels, outlet_cells
     z = np.ascontiguousarray(np.asarray(dem, np.float32))
     f = np.ascontiguousarray(np.asarray(filled, np.float32))
-    conn = int(connectivity)
-    if conn not in CONNECTIVITIES:
-        raise InputError(f"connectivity {connectivity!r} is not 4 or 8")
+    conn = check_connectivity(connectivity)
     cert = Certificate(f"{'epsilon ' if epsilon else ''}depression fill, {conn}-connected")
     if f.shape != z.shape:
         return cert.fail(f"filled has {f.shape[0]} x {f.shape[1]} cells, the DEM "

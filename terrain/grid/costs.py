@@ -32,14 +32,14 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["COST_MODELS", "CONNECTIVITIES", "ARC_DR", "ARC_DC", "ARC_NAMES", "KNIGHT_MID",
+__all__ = ["COST_MODELS", "ARC_CONNECTIVITIES", "ARC_DR", "ARC_DC", "ARC_NAMES", "KNIGHT_MID",
            "arc_codes", "arc_lengths", "cost_model_code", "check_friction", "knight_mid",
            "arc_factor_np", "arc_costs_np", "exp_det_np",
            "TOBLER_V0", "TOBLER_A", "TOBLER_S0", "EXP_COEF", "EXP_MAX", "EXP_MIN", "INV_LN2",
            "LN2_HI", "LN2_LO"]
 
 COST_MODELS = ("absdiff", "friction", "tobler")
-CONNECTIVITIES = (4, 8, 16)
+ARC_CONNECTIVITIES = (4, 8, 16)  # the arcs of the cost models (16: knight moves too)
 ARC_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1, -1, 1, 2, 2, 1, -1, -2, -2], dtype=np.int64)
 ARC_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1, 2, 2, 1, -1, -2, -2, -1, 1], dtype=np.int64)
 ARC_NAMES = ("E", "SE", "S", "SW", "W", "NW", "N", "NE",
@@ -75,7 +75,7 @@ def arc_codes(connectivity):
         c = int(connectivity)
     except (TypeError, ValueError):
         c = None
-    if c not in CONNECTIVITIES or str(connectivity).strip() not in ("4", "8", "16"):
+    if c not in ARC_CONNECTIVITIES or str(connectivity).strip() not in ("4", "8", "16"):
         raise InputError(f"connectivity {connectivity!r}: must be 4, 8 or 16")
     if c == 4:
         return np.array([0, 2, 4, 6], dtype=np.int64)

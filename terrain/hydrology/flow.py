@@ -29,6 +29,7 @@ import numpy as np
 
 from ..backend import array_backend, count_nonzero, get_backend
 from ..errors import InputError
+from ..grid.edges import check_connectivity
 from ..io.zarr_meta import blosc
 from ..tiles.quadtree import TiledGrid, call_now, walk_down, walk_up
 from ._flow_gpu import GpuOps
@@ -63,8 +64,7 @@ class FlowSpec(TiledGrid):
     edge_outlets: bool = True
 
     def __post_init__(self):
-        if self.connectivity not in (4, 8):
-            raise InputError(f"connectivity {self.connectivity}: must be 4 (D4) or 8 (D8)")
+        check_connectivity(self.connectivity)
         dx, dy = (float(v) for v in self.cellsize)
         if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
             raise InputError(f"cell size {self.cellsize}: must be positive")
@@ -642,7 +642,7 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
         return FlowDirections(where.xp.empty(z.shape, np.uint8), {
             "cells": 0, "flat_cells": 0, "outlets": 0, "undrained": 0, "flat_passes": 0,
             "flat_passes_lowered": 0})
-    spec = FlowSpec(z.shape, int(tile or _in_core_tile(z.shape)), int(connectivity),
+    spec = FlowSpec(z.shape, int(tile or _in_core_tile(z.shape)), connectivity,
                     tuple(float(v) for v in cellsize), outlets is None)
     plan = spec.plan(group_tiles)
     if len(plan.groups) == 1:  # one block: its flats are whole, one pass where ops compute

@@ -233,3 +233,11 @@ def test_the_command_line_starts_no_openblas_pool_unless_told(given):
     assert count == (given or "1")
     if not given:
         assert threads == "1"
+
+
+def test_the_graph_formats_offered_are_the_loaders():
+    """The command line spells the loaders' formats out (importing the loaders would slow
+    every command's start-up): they must stay the same."""
+    from terrain.graph import FORMATS
+    from terrain.run import GRAPH_FORMATS
+    assert GRAPH_FORMATS == ("auto", *FORMATS, "store")

@@ -120,6 +120,17 @@ def test_an_infinite_weight_is_one_line_naming_the_raster(tmp_path, capsys, rout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", "rain.tif"]
 
 
+def test_run_flow_refuses_a_connectivity_of_8_5(tmp_path):
+    """8.5 is no connectivity: refused with the library's error, nothing written (it ran as
+    8)."""
+    from pipelines.flow import run_flow
+    from terrain.errors import InputError
+    asc = write_asc(tmp_path / "d.asc", dem("random", (6, 7)))
+    with pytest.raises(InputError, match="^connectivity 8.5 is not 4 or 8$"):
+        run_flow(asc, tmp_path / "w.zarr", connectivity=8.5, backend="cpu")
+    assert [p.name for p in tmp_path.iterdir()] == ["d.asc"]
+
+
 def test_a_dem_of_nodata_only_flows_to_an_empty_summary(tmp_path, capsys):
     asc = write_asc(tmp_path / "nd.asc", np.full((3, 4), np.nan, np.float32))
     rc, out, err = run_main(capsys, "flow", asc, "-o", tmp_path / "w.zarr", scheduler=None)
