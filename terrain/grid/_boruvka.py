@@ -15,16 +15,10 @@ from .. import native
 from ..backend import get_backend
 from ..errors import InputError
 
-from .edges import MAX_TILE
+from .edges import DCOL, DROW, MAX_TILE, NB_DCOL, NB_DROW
+from .kernels import edge_weight, stopped
 
 __all__ = ["boruvka_tiles"]
-
-_NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-_NB_DC = np.array([1, 0, 1, -1, -1, 0, -1, 1], np.int64)
-_DR = np.array([0, 1, 1, 1], np.int64)
-_DC = np.array([1, 0, 1, -1], np.int64)
-
-from .kernels import edge_weight, stopped  # noqa: E402  (after the tables: numba reads globals at compile)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -54,7 +48,7 @@ def _boruvka_min_edge_cpu(z, comp, active, n_active, best_w, best_i, roots_touch
         for k in range(8):
             if conn8 == 0 and (k & 3) >= 2:
                 continue
-            rr, cc = r + _NB_DR[k], c + _NB_DC[k]
+            rr, cc = r + NB_DROW[k], c + NB_DCOL[k]
             if rr < 0 or rr >= T or cc < 0 or cc >= T:
                 continue
             u = rr * T + cc
@@ -87,7 +81,7 @@ def _boruvka_hook_cpu(comp, best_w, best_i, parent, mask, roots, n_roots, T):
         idx = best_i[v]
         d = idx & 3
         owner = idx >> 2
-        other = owner + _DR[d] * T + _DC[d]
+        other = owner + DROW[d] * T + DCOL[d]
         c_owner = comp[owner]
         target = comp[other] if c_owner == v else c_owner
         if best_i[target] == idx and v < target:

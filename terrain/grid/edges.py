@@ -33,6 +33,9 @@ CONNECTIVITIES = (4, 8)
 DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
 DROW = np.array([d[0] for d in DIRECTIONS], dtype=np.int64)
 DCOL = np.array([d[1] for d in DIRECTIONS], dtype=np.int64)
+# a cell's 8 neighbours: the directions, then their reverses (k and k + 4: one edge from its
+# two ends)
+NB_DROW, NB_DCOL = np.concatenate([DROW, -DROW]), np.concatenate([DCOL, -DCOL])
 
 
 def weight_model_code(weight):

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import InputError
 
-from .edges import block_sides
+from .edges import NB_DCOL, NB_DROW, block_sides
+from .kernels import edge_weight
 
 __all__ = ["reduce_forest", "reduce_tile", "reduce_block_device", "kruskal_keep"]
 
@@ -162,19 +163,15 @@ def reduce_forest(n, eu, ev, ew, erep, boundary):
     return _reduce_forest_cpu(int(n), eu, ev, ew, erep, boundary)
 
 
-_NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-_NB_DC = np.array([1, 0, 1, -1, -1, 0, -1, 1], np.int64)
-
-
 @numba.njit(cache=True, nogil=True, inline="always")
 def _incident(alive, R, C, r, c, k):
     """Owner (row, col) of the k-th possible edge at (r, c) if it is alive, else (-1, -1)."""
     d = k & 3
     if k < 4:
         orow, ocol = r, c
-        rr, cc = r + _NB_DR[k], c + _NB_DC[k]
+        rr, cc = r + NB_DROW[k], c + NB_DCOL[k]
     else:
-        orow, ocol = r + _NB_DR[k], c + _NB_DC[k]
+        orow, ocol = r + NB_DROW[k], c + NB_DCOL[k]
         rr, cc = orow, ocol
     if rr < 0 or rr >= R or cc < 0 or cc >= C or orow < 0 or ocol < 0 or orow >= R or ocol >= C:
         return -1, -1
@@ -199,7 +196,7 @@ def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
             for d in range(4):
                 if b & (1 << d):
                     deg[r, c] += 1
-                    deg[r + _NB_DR[d], c + _NB_DC[d]] += 1
+                    deg[r + NB_DROW[d], c + NB_DCOL[d]] += 1
                     m += 1
     forest_w = np.empty(m, np.float32)
     k = 0
@@ -208,7 +205,7 @@ def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
             b = mask[r, c]
             for d in range(4):
                 if b & (1 << d):
-                    forest_w[k] = edge_weight(z[r, c], z[r + _NB_DR[d], c + _NB_DC[d]], d, model, hlen)
+                    forest_w[k] = edge_weight(z[r, c], z[r + NB_DROW[d], c + NB_DCOL[d]], d, model, hlen)
                     k += 1
 
     def boundary(r, c):
@@ -232,7 +229,7 @@ def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
             if orow >= 0:
                 d = kk & 3
                 alive[orow, ocol] &= np.uint8(~(1 << d) & 0xFF)
-                rr, cc = (r + _NB_DR[kk], c + _NB_DC[kk])
+                rr, cc = (r + NB_DROW[kk], c + NB_DCOL[kk])
                 deg[r, c] = 0
                 deg[rr, cc] -= 1
                 if deg[rr, cc] == 1 and not boundary(rr, cc):
@@ -257,8 +254,8 @@ def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
                 if visited[orow, ocol] & (1 << d):
                     continue
                 visited[orow, ocol] |= np.uint8(1 << d)
-                cur_r, cur_c = r + _NB_DR[kk], c + _NB_DC[kk]
-                bw = edge_weight(z[orow, ocol], z[orow + _NB_DR[d], ocol + _NB_DC[d]], d, model,
+                cur_r, cur_c = r + NB_DROW[kk], c + NB_DCOL[kk]
+                bw = edge_weight(z[orow, ocol], z[orow + NB_DROW[d], ocol + NB_DCOL[d]], d, model,
                                  hlen)
                 brep = 4 * ((r0 + orow) * ncols + c0 + ocol) + d
                 while deg[cur_r, cur_c] == 2 and not boundary(cur_r, cur_c):
@@ -270,12 +267,12 @@ def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
                         if visited[o2r, o2c] & (1 << d2):
                             continue
                         visited[o2r, o2c] |= np.uint8(1 << d2)
-                        ew = edge_weight(z[o2r, o2c], z[o2r + _NB_DR[d2], o2c + _NB_DC[d2]], d2,
+                        ew = edge_weight(z[o2r, o2c], z[o2r + NB_DROW[d2], o2c + NB_DCOL[d2]], d2,
                                          model, hlen)
                         eid = 4 * ((r0 + o2r) * ncols + c0 + o2c) + d2
                         if ew > bw or (ew == bw and eid > brep):
                             bw, brep = ew, eid
-                        cur_r, cur_c = cur_r + _NB_DR[k2], cur_c + _NB_DC[k2]
+                        cur_r, cur_c = cur_r + NB_DROW[k2], cur_c + NB_DCOL[k2]
                         break
                 out_a[n_out] = r * C + c
                 out_b[n_out] = cur_r * C + cur_c
@@ -349,5 +346,3 @@ def reduce_block_device(mask, z, window, shape, model, hlen, backend="gpu"):
     grep = 4 * ((r0 + rows) * np.int64(shape[1]) + c0 + cols) + d
     return key[order] >> 3, b[order].astype(np.int64), w[order], grep
 
-
-from .kernels import edge_weight  # noqa: E402  (after the tables: numba reads globals at compile)
