@@ -1,5 +1,6 @@
 """Backend switch, atomic outputs, Morton codes, the CLI's usage errors."""
 
+import importlib
 import signal
 import subprocess
 import sys
@@ -182,3 +183,13 @@ def test_usage_errors_are_one_line_exit_2(argv, message):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("package", ["terrain", "terrain.grid", "terrain.graph",
+                                     "terrain.hydrology", "terrain.tiles", "terrain.io",
+                                     "pipelines"])
+def test_every_name_a_stub_exports_exists(package):
+    """The lazy packages' stubs (``__init__.pyi``) name only what their modules define: a
+    name left there by a removal would import fine and fail on first use."""
+    mod = importlib.import_module(package)
+    assert [name for name in mod.__all__ if not hasattr(mod, name)] == []

@@ -6,11 +6,6 @@ weight is a float32 computed from the two float32 elevations in float64 with IEE
 round-to-nearest operations, rounded once (``-0.0`` becomes ``+0.0``), so CPU and GPU give
 the same bits; edges are ordered by ``(weight, id)``, a total order (docs/mst.md, "The
 graph"). :func:`order_bits` maps a float32 to a uint32 of the same order for packed keys.
-
-Examples
---------
->>> int(edge_id(1, 2, 0, ncols=5))  # cell (1, 2) -> 7, direction E
-28
 """
 
 import math
@@ -21,9 +16,8 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "MAX_TILE", "weight_model_code",
-           "check_connectivity", "horizontal_lengths", "edge_id", "edge_endpoints",
-           "grid_edges", "edge_keys", "order_bits", "edge_weights_np", "block_sides",
-           "WeightSum", "check_weight_range"]
+           "check_connectivity", "horizontal_lengths", "grid_edges", "edge_keys", "order_bits",
+           "edge_weights_np", "block_sides", "WeightSum", "check_weight_range"]
 
 WEIGHT_MODELS = ("max", "absdiff", "slope", "length3d")
 MAX_TILE = 1 << 15  # 4 * tile² local edge indices must fit 32 bits
@@ -91,19 +85,6 @@ def check_weight_range(zmin, zmax, weight, cellsize=(1.0, 1.0), where="dem"):
         raise InputError(f"{where}: elevations from {float(zmin):.6g} to {float(zmax):.6g}: "
                          f"{WEIGHT_MODELS[model]} weights up to {top:.6g} lie beyond "
                          "float32's range (3.4e+38)")
-
-
-def edge_id(row, col, direction, ncols):
-    """Global id ``4 * (row * ncols + col) + direction`` (int64, vectorised)."""
-    row, col = np.asarray(row, np.int64), np.asarray(col, np.int64)
-    return 4 * (row * np.int64(ncols) + col) + np.asarray(direction, np.int64)
-
-
-def edge_endpoints(ids, ncols):
-    """``(owner_cell, other_cell)`` of global edge ids (int64 arrays)."""
-    ids = np.asarray(ids, np.int64)
-    cell, d = ids >> 2, ids & 3
-    return cell, cell + DROW[d] * np.int64(ncols) + DCOL[d]
 
 
 def block_sides(window, shape):

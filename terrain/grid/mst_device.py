@@ -21,8 +21,7 @@ from ..errors import InputError
 from .edges import WeightSum, edge_keys
 
 __all__ = ["device_mst", "host_mst", "in_core_mst", "InCoreForest", "fits_in_core",
-           "device_bytes", "MAX_CELLS",
-           "HOST_MAX_CELLS", "BYTES_PER_CELL", "REDUCE_BYTES_PER_CELL"]
+           "MAX_CELLS", "HOST_MAX_CELLS", "BYTES_PER_CELL", "REDUCE_BYTES_PER_CELL"]
 
 MAX_CELLS = 1 << 30  # edge ids 4·cell + d must fit 32 bits of the key
 #: cells of the largest grid the CPU takes in core (32 bytes a cell of keys; docs/mst.md)
@@ -55,15 +54,6 @@ class InCoreForest:
     @property
     def trees(self):
         return self.vertices - self.edges
-
-
-def device_bytes(shape):
-    """Device memory :func:`device_mst` needs for a grid of ``shape`` (input included).
-
-    >>> device_bytes((4096, 4096)) / 2**20
-    352.0
-    """
-    return BYTES_PER_CELL * int(shape[0]) * int(shape[1])
 
 
 def fits_in_core(shape, backend=None, free=None):
