@@ -227,7 +227,7 @@ def dial_labels(label, shift, dist, pred, inf):
     """Unpack :func:`dial`'s labels into ``dist`` (``inf`` unreached) and ``pred`` (unless
     None)."""
     library().terrain_dial_labels(_p(label), label.shape[0], int(shift), _p(dist),
-                                  None if pred is None else _p(pred), int(inf))
+                                  _p(pred), int(inf))
 
 
 def _weighted(name, indices, weights, dist):

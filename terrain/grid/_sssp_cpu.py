@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from .. import native
+from ..native import address as _p
 from ._sssp_frame import (HOPS_BITS, PAD, GridSSSPResult, flat_seeds, framed, label_layout,
                           offsets, unpad)
 from .costs import TOBLER_A, TOBLER_S0, TOBLER_V0
@@ -38,10 +39,6 @@ _SIGNATURES = {
 
 def _lib():
     return native.declared(_SIGNATURES)
-
-
-def _p(a):
-    return None if a is None else a.ctypes.data
 
 
 def _c(a, dtype):

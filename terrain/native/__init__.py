@@ -40,8 +40,13 @@ PARALLEL_MIN = 1 << 20
 
 
 def address(a):
-    """The address of a C-contiguous NumPy array's data, a kernel's pointer argument."""
-    return a.ctypes.data
+    """The address of a C-contiguous NumPy array's data, a kernel's pointer argument; None
+    (ctypes' null pointer) for None, an array the kernel goes without.
+
+    >>> address(None) is None
+    True
+    """
+    return None if a is None else a.ctypes.data
 
 
 def threads(work=None):
