@@ -24,8 +24,8 @@ from .backend import BACKEND_CHOICES  # noqa: E402 (after the thread count above
 from .errors import InputError, TerrainWarning, cannot_read  # noqa: E402
 from .grid.costs import ARC_CONNECTIVITIES, COST_MODELS  # noqa: E402
 from .grid.edges import CONNECTIVITIES, WEIGHT_MODELS  # noqa: E402
-from .startup import (Terminated, bound_malloc_arenas, printable_streams, quick_exit,  # noqa: E402
-                      terminate_raises)
+from .startup import (Terminated, bound_malloc_arenas, numba_cache_for_run,  # noqa: E402
+                      printable_streams, quick_exit, terminate_raises)
 
 _python_show_warning = warnings.showwarning
 
@@ -672,6 +672,7 @@ def main(argv=None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning
     printable_streams()
+    numba_cache_for_run()  # before any kernel module imports Numba
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     urls = _store_urls(args)  # as given: staging replaces them
     try:

@@ -10,20 +10,26 @@ What a terrain process does to itself around its work; nothing here changes a re
   pools start (``terrain.run.main``, :func:`pipelines.cluster.open_scheduler`), so the peak
   RSS does not follow the thread count; :func:`fixed_mmap_threshold` serves the blocked cost
   distance, whose block arrays come and go at every visit;
+* Numba's cache: :func:`numba_cache_for_run` gives the kernels a folder of this run where
+  no lasting cache folder is writable;
 * quick exit: :func:`quick_exit` ends the command line's process without teardown.
 
 Figures: docs/architecture.md, "Design notes".
 """
 
+import atexit
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
 __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_threshold",
            "trim_free_memory", "quick_exit", "terminate_raises", "raise_if_stopped",
-           "signals_held", "printable_streams"]
+           "signals_held", "printable_streams", "numba_cache_for_run"]
 
 
 class Terminated(BaseException):
@@ -166,10 +172,55 @@ def _mallopt(param, value):
         return False
 
 
+#: the Numba cache folder of this run (:func:`numba_cache_for_run`), removed as it ends
+_run_cache = []
+
+
+def numba_cache_for_run():
+    """Where no lasting cache folder is writable, point Numba at a private temporary one for
+    this process and its children (``NUMBA_CACHE_DIR``; before Numba's import, which reads
+    it). Numba caches a ``cache=True`` kernel beside its source (``__pycache__``), else in
+    ``~/.cache/numba``, and refuses to define the kernel when neither is writable: a service
+    account's run of an installed package (no write access to it, HOME missing or read-only).
+    The folder goes as the process ends (:func:`quick_exit`, or at exit), and then, if a
+    kernel was compiled into it, one warning says so. Returns the folder, or None."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return None
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for lasting in (Path(__file__).parent / "__pycache__", Path(xdg) / "numba"):
+        try:  # as Numba tests it
+            lasting.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=lasting).close()
+            return None
+        except OSError:
+            continue
+    try:
+        folder = tempfile.mkdtemp(prefix="terrain-numba-")
+    except OSError:  # no temporary folder either: Numba says what it lacks
+        return None
+    os.environ["NUMBA_CACHE_DIR"] = folder
+    _run_cache.append(folder)
+    atexit.register(_end_run_cache)
+    return folder
+
+
+def _end_run_cache():
+    """Remove this run's Numba cache folder; say once if kernels were compiled into it."""
+    while _run_cache:
+        folder = _run_cache.pop()
+        if any(files for _, _, files in os.walk(folder)):
+            print("terrain: warning: Numba's kernels were compiled for this run only: no cache "
+                  "folder is writable (the package's, ~/.cache/numba); set NUMBA_CACHE_DIR to "
+                  "a writable folder to keep them", file=sys.stderr)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def quick_exit(status):
     """End the process now with ``status``, skipping the interpreter's teardown (Numba's and
     CuPy's pools, the CUDA context, zarr's event loop): the command line calls it once its
-    outputs are complete and renamed. Only the standard streams are flushed."""
+    outputs are complete and renamed. Only the standard streams are flushed, after this run's
+    Numba cache folder is removed."""
+    _end_run_cache()
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:  # None: started with the descriptor closed (>&-)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import assert_one_line_error, child_env, run_terrain, snapshot
+from cli import ROOT, assert_one_line_error, child_env, run_terrain, snapshot
 
 SYNC = ("--scheduler", "synchronous")
 
@@ -184,3 +184,45 @@ def test_an_input_in_a_folder_that_may_not_be_entered_is_one_line(tmp_path, argv
         (tmp_path / "d").chmod(0o755)
     assert_one_line_error(proc, "d/g.asc: cannot read (Permission denied)")
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_numba_kernels_run_without_a_writable_cache_folder(tmp_path):
+    """An installed package its user may not write, with HOME missing or read-only (a service
+    account's): Numba found no folder to cache ``cache=True`` kernels in and refused to define
+    them (``RuntimeError: cannot cache function '_mix': no locator available``, exit 1). Now
+    they compile into a folder of the run, removed after, and one warning says so. The package
+    is a copy in a read-only folder; as root, whom no mode stops, the command runs without the
+    capability to override modes."""
+    import shutil
+    prefix = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv: no mode stops this process")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+                  "--inh-caps=-dac_override,-dac_read_search"]
+    site, tmp = tmp_path / "site", tmp_path / "tmp"
+    shutil.copytree(ROOT / "terrain", site / "terrain",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    tmp.mkdir()
+    (tmp_path / "home").mkdir(mode=0o555)  # read-only, as site is made below
+    env = child_env(HOME=str(tmp_path / "home" / "missing"), TMPDIR=str(tmp))
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])  # the copy first
+    for name in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME"):
+        env.pop(name, None)
+    argv = ["synth", "--rows", "40", "--cols", "30", "-o"]
+    for path in [site, *site.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    try:
+        proc = subprocess.run([*prefix, sys.executable, "-m", "terrain.run", *argv, "t.asc"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+    finally:
+        for path in [site, *site.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+    assert proc.returncode == 0, proc.stderr
+    assert not list(site.rglob("__pycache__/*.nbi")), "the read-only copy was written"
+    warnings = [line for line in proc.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "NUMBA_CACHE_DIR" in warnings[0], proc.stderr
+    assert not list(tmp.glob("terrain-numba-*")), "the run's cache folder was left"
+    # the same grid as a run with a cache
+    assert run_terrain(*argv, "u.asc", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "t.asc").read_bytes() == (tmp_path / "u.asc").read_bytes()
