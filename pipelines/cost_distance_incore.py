@@ -18,14 +18,15 @@ import time
 import numpy as np
 
 from terrain.errors import InputError
-from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
+from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import check_friction
 from terrain.grid.sssp import padded_grid
 from terrain.io import open_grid
 from terrain.io.remote import input_fingerprint, is_remote
 from terrain.io.zarr_meta import open_group
 from terrain.startup import trim_free_memory
-from terrain.tiles import release_buffers
+from terrain.tiles import io_threads, release_buffers
+from terrain.tiles.store import read_layer, shard_layouts, write_windows
 
 from .cluster import runs_in_process
 from .cost_distance_store import prepare_layers, summary_base
@@ -142,7 +143,7 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
 
 def _write(out_path, solved, windows, layouts=None):
     """A write task: ``windows`` of every layer the solve did not write itself
-    (``layouts``: :func:`terrain.grid.cost_outputs.shard_layouts` of them, or None)."""
+    (``layouts``: :func:`terrain.tiles.store.shard_layouts` of them, or None)."""
     res, f = solved
     t0 = time.perf_counter()
     layers = {name: getattr(res, name) for name in LAYERS if name != "distance"}

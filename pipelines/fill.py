@@ -37,8 +37,8 @@ from terrain.io.remote import (as_path, check_local_outputs, command_paths, insi
                                output_at, remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
 from terrain.tiles import is_store, open_store, walk_down, walk_up
-from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
-                                  write_block)
+from terrain.tiles.store import (create_layer, read_block, read_layer, tiles_per_shard,
+                                  write_block, write_layers)
 
 from ._resume import (GeoTIFFs, data_identity, drop_checkpoints, prepare_resume,
                       run_key)
@@ -360,7 +360,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
     written by shards."""
     import concurrent.futures
 
-    from terrain.grid.cost_outputs import io_threads, read_layer, shard_layouts, write_windows
+    from terrain.tiles import io_threads
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(io_threads()) as pool:
         prepared = pool.submit(_prepare, out_path, spec.shape, spec.tile, geo, names=names)
@@ -373,12 +373,9 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
                              **(options or {}))
         t2 = time.perf_counter()
         prepared.result()
-        windows = shard_windows(spec.shape, spec.tile * tiles_per_shard(spec.tile, spec.shape))
+        side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
         layers = {"filled": r.filled, "depth": r.depth, "depression": r.depression}
-        layers = {name: layers[name] for name in names}
-        layouts = shard_layouts(out_path, list(layers))
-        list(pool.map(lambda w: write_windows(out_path, layers, [w], layouts=layouts),
-                      windows))
+        write_layers(out_path, {name: layers[name] for name in names}, side)
         if r.hierarchy is not None:
             write_hierarchy(out_path, r.hierarchy)
         if r.sinks is not None:  # the kept pits drain: verify needs them
@@ -386,7 +383,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
             sinks.ravel()[r.sinks] = 1
             create_layer(out_path, "sinks", "uint8", 0, spec.tile, spec.shape,
                          attrs={"meaning": SINKS_MEANING})
-            write_windows(out_path, {"sinks": sinks}, windows)
+            write_layers(out_path, {"sinks": sinks}, side)
     t3 = time.perf_counter()
     s = r.stats
     summary = {k: s[k] for k in ("cells", "outlets", "flooded", "undrained", "max_depth",
@@ -448,7 +445,6 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path),
            "units": unit_of(dem["elevation"].attrs)}
     if fill_route(shape, be, in_core) == "in-core":
-        from terrain.grid.cost_outputs import read_layer
         outlets = None if outlets_layer is None else read_layer(out_path, outlets_layer)
         return _run_in_core(dem_path, out_path, spec, geo, be.name, outlets, names=("filled",))
     if outlets_layer not in (None, "outlets"):

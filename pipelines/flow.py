@@ -33,7 +33,6 @@ import numpy as np
 
 from terrain.backend import get_backend, nanmax
 from terrain.errors import InputError, naming
-from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
 from terrain.grid.edges import check_connectivity
 from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_drained,
                                direction_group, direction_pass, fill_depressions, fits_on_device,
@@ -48,8 +47,8 @@ from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_r
 from terrain.io.zarr_meta import codec, open_array, open_group
 from terrain.startup import trim_free_memory
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import (create_layer, link_layer, read_block, shard_windows,
-                                 tiles_per_shard, write_block)
+from terrain.tiles.store import (create_layer, link_layer, read_block, read_layer,
+                                 shard_windows, tiles_per_shard, write_block, write_layers)
 
 from . import _plan as _plans
 from ._resume import (checkpoint_at, checkpoint_folder, data_identity, drop_checkpoints,
@@ -177,14 +176,6 @@ def _reader(store, layer, dtype=None):
         a = read_block(store, layer, (r0, r1, c0, c1))
         return a if dtype is None else a.astype(dtype, copy=False)
     return read
-
-
-def _write_whole(store, layers, side):
-    """Whole layers (host or device arrays of the grid's shape) written shard by shard on
-    the I/O threads (a device array comes down one shard at a time)."""
-    layouts = shard_layouts(store, list(layers))
-    shape = next(iter(layers.values())).shape
-    _each_shard(lambda w: write_windows(store, layers, [w], layouts=layouts), shape, side)
 
 
 def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
@@ -376,16 +367,16 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     # a layer is written while the next is computed: at the 10-ft size the filled DEM (14
     # GB) and the codes (3.5 GB) while the device finds the directions and the accumulation
     with ThreadPoolExecutor(1) as writer:
-        written = [writer.submit(_write_whole, tmp, {"filled": z}, side)
+        written = [writer.submit(write_layers, tmp, {"filled": z}, side)
                    ] if write_filled_layer else []
         d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=be)
         if filled:
             check_drained(d.stats, filled)
         t3 = time.perf_counter()
-        written.append(writer.submit(_write_whole, tmp, {"direction": d.direction}, side))
+        written.append(writer.submit(write_layers, tmp, {"direction": d.direction}, side))
         acc = flow_accumulation(be.asarray(d.direction), w, backend=be)
         t4 = time.perf_counter()
-        _write_whole(tmp, {"accumulation": acc}, side)
+        write_layers(tmp, {"accumulation": acc}, side)
         for done in written:
             done.result()
     t5 = time.perf_counter()

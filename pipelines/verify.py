@@ -30,7 +30,7 @@ def _whole(arr):
     a damaged shard is an InputError), else through zarr."""
     from terrain.io.zarr_meta import Array
     if isinstance(arr, Array):
-        from terrain.grid.cost_outputs import read_layer
+        from terrain.tiles.store import read_layer
         return read_layer(arr.folder.parent, arr.name)
     return arr[:]
 

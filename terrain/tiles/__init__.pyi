@@ -4,5 +4,5 @@ from ._shards import (borrow_buffer, fast_layout, io_threads, MAX_IO_THREADS, re
 from .morton import morton_encode, morton_order
 from .quadtree import call_now, node_window, QuadtreePlan, walk_down, walk_up
 from .store import (check_tile_size, create_layer, create_store, DEFAULT_TILE, is_store,
-    link_layer, open_store, quadtree_levels, read_block, result_dem, TileStore, window_shards,
-    write_block)
+    link_layer, open_store, quadtree_levels, read_block, read_layer, result_dem, shard_layouts,
+    TileStore, window_shards, write_block, write_layers, write_windows)

@@ -9,7 +9,9 @@ shard written in part, so writers own whole shards (:meth:`TileStore.shard_windo
 Format and reasons: docs/architecture.md, "The tile store".
 """
 
+import concurrent.futures
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +20,14 @@ from ..errors import InputError, cannot_read
 from ..io.georef import crs_wkt, write_georeference
 from ..io.remote import (input_fingerprint, is_remote, is_url, store_for, store_state,
                          url_inventory, zarr_store)
-from ..io.zarr_meta import Group, codec, compressor_list, open_group
+from ..io.zarr_meta import Array, Group, codec, compressor_list, open_group
 from .morton import morton_order
 
 __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
            "result_dem", "link_layer", "checksummed", "check_store", "check_shard_lists",
-           "check_tile_count", "window_shards", "shard_windows", "read_block", "write_block"]
+           "check_tile_count", "window_shards", "shard_windows", "read_block", "write_block",
+           "shard_layouts", "write_windows", "write_layers", "read_layer"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -422,7 +425,6 @@ def link_layer(src, dst, name, as_name=None):
     >>> float(zarr.open_array(os.path.join(d, "b.zarr"), path="elevation")[:].sum())
     30.0
     """
-    import os
     import shutil
     src_dir, dst_dir = Path(src) / name, Path(dst) / (as_name or name)
     for root, _, files in os.walk(src_dir):
@@ -558,3 +560,124 @@ def write_block(store_path, layer, window, values):
         arr[r0:r1, c0:c1] = values
         return None
     return sum(write_shard(layout, si, sj, values, r0, c0) for si, sj in whole)
+
+
+def shard_layouts(store_path, names):
+    """``{name: (zarr array, ShardLayout or None)}`` of the store's layers ``names``, opened
+    once for many :func:`write_windows` calls (opening serialises the writers). ``store_path``:
+    a local path, or a :class:`terrain.io.remote.Location` (zarr writes there)."""
+    from ._shards import fast_layout
+    group = open_group(store_path, mode="r+")
+    arrays = {name: group[name] for name in names}
+    return {name: (arr, fast_layout(arr)) for name, arr in arrays.items()}
+
+
+def write_windows(store_path, layers, windows, config=None, layouts=None):
+    """Write ``layers[name][r0:r1, c0:c1]`` into the layer ``name`` of the Zarr store at
+    ``store_path`` for every window ``(r0, r1, c0, c1)``. Whole shards of a layer in the
+    usual layout are encoded in this thread (a CuPy layer's from pinned tiles copied off the
+    device); anything else goes through zarr's API with ``config``. ``layouts``:
+    :func:`shard_layouts`'s, else the store is opened here.
+
+    >>> import tempfile, os
+    >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> a = create_layer(d, "backlink", "uint8", 255, 4, (5, 6))
+    >>> write_windows(d, {"backlink": np.arange(30, dtype=np.uint8).reshape(5, 6)},
+    ...               [(0, 4, 0, 4), (4, 5, 0, 6)])
+    >>> import zarr
+    >>> zarr.open_array(d, path="backlink")[4, :3].tolist(), int(a[0, 4])
+    ([24, 25, 26], 255)
+    """
+    from ._shards import write_shard
+    if layouts is None or config is not None:
+        layouts = shard_layouts(store_path, layers)
+    for name, values in layers.items():
+        values = _blocks(values)
+        arr, layout = layouts[name]
+        layout = layout if config is None else None
+        for window in windows:
+            shards = None if layout is None else window_shards(layout, window)
+            if shards is None:
+                r0, r1, c0, c1 = window
+                a = arr if config is None else arr.with_config(config)
+                a[r0:r1, c0:c1] = values[r0:r1, c0:c1]
+                continue
+            for si, sj in shards:
+                write_shard(layout, si, sj, values)
+
+
+def write_layers(store_path, layers, side):
+    """Write whole layers ``{name: host or device array of the grid's shape}`` into the
+    store at ``store_path``, shard by shard (``side`` cells a side) on the I/O threads
+    (:func:`terrain.tiles.io_threads`; a device array comes down one shard at a time)."""
+    from ._shards import io_threads
+    layouts = shard_layouts(store_path, list(layers))
+    windows = shard_windows(next(iter(layers.values())).shape, side)
+    with concurrent.futures.ThreadPoolExecutor(io_threads()) as pool:
+        list(pool.map(lambda w: write_windows(store_path, layers, [w], layouts=layouts),
+                      windows))
+
+
+def _blocks(values):
+    """``values`` as ``write_shard`` takes it (a device array as ``DeviceBlocks``; a window
+    of rows, such as a padded grid's interior, read in place: its copy, made again for each
+    shard's call, was 28 GB of device memory at the 10-ft size)."""
+    from ..backend import array_backend
+    be = array_backend(values)
+    if not be.is_gpu:
+        return values
+    from .._transfer import DeviceBlocks, rows_contiguous
+    cp = be.xp
+    return DeviceBlocks(cp, values if rows_contiguous(values) else cp.ascontiguousarray(values))
+
+
+def read_layer(store_path, layer, dtype=None, workers=None):
+    """The whole layer ``layer`` of the Zarr store at ``store_path`` as a NumPy array, its
+    shards read by ``workers`` threads (default: :func:`terrain.tiles.io_threads`).
+
+    >>> import tempfile, os
+    >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> a = create_layer(d, "allocation", "int32", -1, 4, (5, 6))
+    >>> a[1:3, 2:6] = 7
+    >>> read_layer(d, "allocation")[:3].tolist()
+    [[-1, -1, -1, -1, -1, -1], [-1, -1, 7, 7, 7, 7], [-1, -1, 7, 7, 7, 7]]
+    """
+    from ._shards import fast_layout, io_threads, read_array
+    if is_remote(store_path):
+        import zarr
+        arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
+    else:
+        arr = Array(os.path.join(store_path, layer))
+    rows, cols = arr.shape
+    side = getattr(arr, "shards", None) or arr.chunks
+    windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))
+               for r in range(0, rows, side[0]) for c in range(0, cols, side[1])]
+    workers = max(1, min(workers or io_threads(), len(windows)))
+    if is_remote(store_path):  # a shard's object in one GET a thread (read_block)
+        out = np.empty((rows, cols), dtype or arr.dtype)
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda w: read_block(store_path, layer, w,
+                                               out[w[0]:w[1], w[2]:w[3]]), windows))
+        return out
+    layout = fast_layout(arr)
+    if layout is not None and (dtype is None or np.dtype(dtype) == layout.dtype):
+        return read_array(layout, workers)
+    out = np.empty((rows, cols), dtype or arr.dtype)
+    import asyncio  # here: stores at URLs only (asyncio and ssl, 6 MB of a local run's RSS)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        batches = [windows[i::workers] for i in range(workers)]
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda b: asyncio.run(_read_windows(str(store_path), layer, b, out)),
+                          batches))
+        return out
+    out[...] = arr[:, :]
+    return out
+
+
+async def _read_windows(store_path, layer, windows, out):
+    from zarr.api.asynchronous import open_array
+    arr = await open_array(store=store_path, path=layer, mode="r")
+    for r0, r1, c0, c1 in windows:
+        out[r0:r1, c0:c1] = await arr.getitem((slice(r0, r1), slice(c0, c1)))

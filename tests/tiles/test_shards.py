@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import zarr
 
-from terrain.grid.cost_outputs import layer_compressors, read_layer, write_windows
+from terrain.grid.cost_outputs import layer_compressors
+from terrain.tiles.store import read_layer, write_windows
 from terrain.tiles._shards import (ShardWriter, fast_layout, read_shard, shard_grid,
                                    write_shard)
 from grids import SHAPE, shard_files, shard_layer
