@@ -11,6 +11,7 @@ anything runs where the headers suffice, else when the data are read, and then n
 left behind. Routes and checks: docs/cost-distance.md.
 """
 
+import functools
 import json
 import math
 import time
@@ -24,7 +25,7 @@ from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io.georef import check_weight_units, finish_store
-from terrain.io.outputs import atomic_output, check_outputs, same_file
+from terrain.io.outputs import atomic_output, check_outputs, output_beside, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
                                is_remote, output_at, remove_tree, scratch_beside)
 from terrain.io.points import cell_centre, map_to_cell, point_cells, raster_source_cells
@@ -47,10 +48,8 @@ __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_
 ALGORITHMS = ("auto", "in-core", "tiled", "blocked")
 
 
-def default_output(input_path):
-    """``INPUT``'s name with ``.cost.zarr`` (``dem.tif`` -> ``dem.cost.zarr``)."""
-    p = Path(input_path)
-    return p.with_name((p.stem if p.suffix else p.name) + ".cost.zarr")
+#: the output when none is named: ``dem.tif`` -> ``dem.cost.zarr``
+default_output = functools.partial(output_beside, suffix=".cost.zarr")
 
 
 def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="auto",

@@ -19,9 +19,9 @@ the output is finished.
 """
 
 import contextlib
+import functools
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from terrain.hydrology import (SINKS_MEANING, FillSpec, fill_depressions, fill_l
                                label_ids, label_merge, label_numbering, label_split)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, unit_of, write_georeference
-from terrain.io.outputs import staged_path
+from terrain.io.outputs import output_beside, staged_path
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
                                output_at, remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
@@ -76,10 +76,8 @@ IN_CORE_BYTES_PER_CELL = 24
 FOREST_BYTES_PER_CELL = 96
 
 
-def default_output(input_path):
-    """``INPUT``'s name with ``.fill.zarr`` (``dem.tif`` -> ``dem.fill.zarr``)."""
-    p = Path(input_path)
-    return p.with_name((p.stem if p.suffix else p.name) + ".fill.zarr")
+#: the output when none is named: ``dem.tif`` -> ``dem.fill.zarr``
+default_output = functools.partial(output_beside, suffix=".fill.zarr")
 
 
 def fill_route(shape, backend, in_core="auto", available=None, forest=False):

@@ -25,6 +25,7 @@ before the output is finished.
 """
 
 import contextlib
+import functools
 import json
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import (finish_store, mark_raster, unit_of, warn_degrees,
                                 write_georeference)
-from terrain.io.outputs import staged_path
+from terrain.io.outputs import output_beside, staged_path
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                output_at, remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
@@ -88,10 +89,8 @@ IN_CORE_BYTES = 48
 ROUTES = ("auto", "in-core", "tiled")
 
 
-def default_output(input_path):
-    """``INPUT``'s name with ``.flow.zarr``."""
-    p = Path(input_path)
-    return p.with_name((p.stem if p.suffix else p.name) + ".flow.zarr")
+#: the output when none is named: ``dem.tif`` -> ``dem.flow.zarr``
+default_output = functools.partial(output_beside, suffix=".flow.zarr")
 
 
 def flow_route(shape, route="auto", memory_bytes=None, backend=None):

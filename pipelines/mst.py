@@ -11,6 +11,7 @@ or ``--resume``), ``super-tiles`` (GPU: groups as large as the device holds) and
 """
 
 import contextlib
+import functools
 import json
 import os
 import threading
@@ -29,7 +30,7 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
 from terrain.grid.mst_device import fits_in_core
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, unit_of, write_georeference
-from terrain.io.outputs import staged_path
+from terrain.io.outputs import output_beside, staged_path
 from terrain.io.remote import (check_local_outputs, command_paths, input_fingerprints, is_remote,
                                output_at)
 from terrain.io.zarr_meta import codec, open_group
@@ -148,10 +149,8 @@ def mst_route(spec, be, text=False, scheduler=None, in_core="auto", resume=False
     return MSTRoute(path, not (local and path == "in-core"), device_text)
 
 
-def default_output(input_path):
-    """``INPUT``'s name with ``.mst.zarr`` (``neuse40.asc`` -> ``neuse40.mst.zarr``)."""
-    p = Path(input_path)
-    return p.with_name((p.stem if p.suffix else p.name) + ".mst.zarr")
+#: the output when none is named: ``neuse40.asc`` -> ``neuse40.mst.zarr``
+default_output = functools.partial(output_beside, suffix=".mst.zarr")
 
 
 def _prepare(out_path, spec, geo, upstream):

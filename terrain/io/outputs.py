@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..startup import raise_if_stopped, signals_held
 
 __all__ = ["atomic_output", "finish_companions", "staged_path", "check_output_free",
-           "code_identity", "written_by", "WRITTEN_BY_ATTR",
+           "output_beside", "code_identity", "written_by", "WRITTEN_BY_ATTR",
            "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
@@ -464,6 +464,17 @@ def written_by():
     so that outputs of another release can be told apart (``terrain info``)."""
     from .. import __version__
     return f"terrain {__version__} (code {code_identity()[:12]})"
+
+
+def output_beside(input_path, suffix):
+    """A command's default output: ``input_path``'s name with ``suffix`` in place of its
+    extension, in its folder.
+
+    >>> str(output_beside("data/dem.tif", ".fill.zarr")), str(output_beside("dem", ".mst.zarr"))
+    ('data/dem.fill.zarr', 'dem.mst.zarr')
+    """
+    p = Path(input_path)
+    return p.with_name((p.stem if p.suffix else p.name) + suffix)
 
 
 def staged_path(path):
