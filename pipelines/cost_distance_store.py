@@ -14,7 +14,6 @@ from terrain.grid.costs import check_friction
 from terrain.io.geotiff import geotiff_files as shared_geotiff_files
 from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
-from terrain.io.outputs import staged_path
 from terrain.io.remote import is_remote, store_for
 from terrain.io.zarr_meta import open_group
 from terrain.tiles.store import create_layer, link_layer, read_block
@@ -125,16 +124,14 @@ def geotiff_files(directory):
 
 def write_geotiffs(store_path, directory, cog=True, memory=None):
     """Stage ``distance``, ``allocation`` and ``backlink`` of a cost store as Cloud-Optimized
-    GeoTIFFs for ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.write_geotiffs`: the three
-    at once, fewer under a budget of ``memory`` bytes), each at its
-    :func:`terrain.io.outputs.staged_path`: the store's publication puts them in place.
-    Nodata: distance NaN, allocation -1, backlink 255 (the layers' fill values). Returns the
-    paths they get."""
-    from terrain.io.geotiff import write_geotiffs as write_all
+    GeoTIFFs for ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.stage_geotiffs`: the three
+    at once, fewer under a budget of ``memory`` bytes). Nodata: distance NaN, allocation -1,
+    backlink 255 (the layers' fill values). Returns the paths they get."""
+    from terrain.io.geotiff import stage_geotiffs
 
     group = open_group(store_path, mode="r")
-    jobs = []
-    for name, path in zip(GEOTIFF_LAYERS, geotiff_files(directory)):
+    layers = {}
+    for name in GEOTIFF_LAYERS:
         _, fill, _ = LAYERS[name]
         # the layer's own attributes (its cost model's; the units, GDAL's unit type, the
         # writer takes from them): the run's summary attributes come after the GeoTIFFs,
@@ -142,12 +139,11 @@ def write_geotiffs(store_path, directory, cog=True, memory=None):
         a = {**layer_attributes("absdiff")[name], **dict(group[name].attrs)}
         tags = {f"code_{k}": v for k, v in BACKLINK_CODES.items()} if name == "backlink" else {}
         said = a["description"]
-        jobs.append(dict(array_name=name, tif_path=staged_path(path), nodata=fill,
-                         description=said if said.startswith(a["long_name"])
-                         else f"{a['long_name']}: {said}", tags=tags,
-                         resampling="average" if name == "distance" else "nearest"))
-    write_all(store_path, jobs, cog=cog, read=read_block, memory=memory)
-    return [str(p) for p in geotiff_files(directory)]
+        layers[name] = dict(nodata=fill, description=said if said.startswith(a["long_name"])
+                            else f"{a['long_name']}: {said}", tags=tags,
+                            resampling="average" if name == "distance" else "nearest")
+    return stage_geotiffs(store_path, directory, layers, cog=cog, read=read_block,
+                          memory=memory)
 
 
 class StoreReader:

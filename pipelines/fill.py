@@ -32,7 +32,7 @@ from terrain.hydrology import (SINKS_MEANING, FillSpec, fill_depressions, fill_l
                                label_ids, label_merge, label_numbering, label_split)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, unit_of, write_georeference
-from terrain.io.outputs import output_beside, staged_path
+from terrain.io.outputs import output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
                                output_at, remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
@@ -122,17 +122,13 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
 def write_geotiffs(store_path, directory, cog=True):
     """Stage ``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized
     GeoTIFFs for ``DIR/<layer>.tif`` (nodata: NaN, NaN, 0; overviews averaged for the
-    elevations, nearest for the ids) at their :func:`terrain.io.outputs.staged_path`
-    (:func:`terrain.io.geotiff.write_geotiffs`): the store's publication puts them in place.
-    Returns the paths they get."""
-    from terrain.io.geotiff import write_geotiffs as write_all
-    files = geotiff_files(directory, GEOTIFF_LAYERS)
-    jobs = [dict(array_name=name, tif_path=staged_path(path), nodata=fill,
-                 description=meaning,
-                 resampling="nearest" if name == "depression" else "average")
-            for name, path in zip(GEOTIFF_LAYERS, files) for _, fill, meaning in [LAYERS[name]]]
-    write_all(store_path, jobs, cog=cog, read=read_block)
-    return [str(p) for p in files]
+    elevations, nearest for the ids; :func:`terrain.io.geotiff.stage_geotiffs`). Returns the
+    paths they get."""
+    from terrain.io.geotiff import stage_geotiffs
+    layers = {name: dict(nodata=fill, description=meaning,
+                         resampling="nearest" if name == "depression" else "average")
+              for name in GEOTIFF_LAYERS for _, fill, meaning in [LAYERS[name]]}
+    return stage_geotiffs(store_path, directory, layers, cog=cog, read=read_block)
 
 
 def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):

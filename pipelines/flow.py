@@ -42,7 +42,7 @@ from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import (finish_store, mark_raster, unit_of, warn_degrees,
                                 write_georeference)
-from terrain.io.outputs import output_beside, staged_path
+from terrain.io.outputs import output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                output_at, remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
@@ -483,23 +483,20 @@ def _tiled(tmp, spec, shard, out_layer, w_path, wall, filled=None):
 
 def write_flow_geotiffs(store_path, directory, cog=True):
     """Stage the store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized)
-    GeoTIFFs for ``directory`` at their :func:`terrain.io.outputs.staged_path`: the store's
-    publication puts them in place. Returns the paths they get."""
-    from terrain.io.geotiff import write_geotiffs
+    GeoTIFFs for ``directory`` (:func:`terrain.io.geotiff.stage_geotiffs`). Returns the
+    paths they get."""
+    from terrain.io.geotiff import stage_geotiffs
 
-    files = geotiff_files(directory, GEOTIFF_LAYERS)
-    jobs = []
-    for name, path in zip(GEOTIFF_LAYERS, files):
+    layers = {}
+    for name in GEOTIFF_LAYERS:
         dtype, fill, _, meaning = FLOW_LAYERS[name]
         tags = {"meaning": meaning}
         if name == "direction":
             tags.update({"E": 1, "SE": 2, "S": 4, "SW": 8, "W": 16, "NW": 32, "N": 64,
                          "NE": 128, "outlet": 0, "nodata": 255})
-        jobs.append(dict(array_name=name, tif_path=staged_path(path), nodata=fill,
-                         description=meaning, tags=tags,
-                         resampling="nearest" if name == "direction" else "average"))
-    write_geotiffs(store_path, jobs, cog=cog, read=read_block)
-    return [str(p) for p in files]
+        layers[name] = dict(nodata=fill, description=meaning, tags=tags,
+                            resampling="nearest" if name == "direction" else "average")
+    return stage_geotiffs(store_path, directory, layers, cog=cog, read=read_block)
 
 
 def read_flow_store(path):

@@ -33,15 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .outputs import DISK_FULL, atomic_output, disk_full_reason
+from .outputs import DISK_FULL, atomic_output, disk_full_reason, staged_path
 from .. import native
 from ..errors import InputError
 from ..startup import trim_free_memory
 from .georef import unit_of
 from .zarr_meta import open_group
 
-__all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "geotiff_files", "geotiff_plan",
-           "overview_factors", "BLOCK"]
+__all__ = ["write_geotiff", "write_geotiffs", "stage_geotiffs", "geotiff_paths", "geotiff_files",
+           "geotiff_plan", "overview_factors", "BLOCK"]
 
 BLOCK = 512
 #: GDAL's block cache while the GeoTIFFs are written (bytes): every window is whole blocks,
@@ -248,6 +248,18 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None)
             shutil.rmtree(f, ignore_errors=True)
         raise
     return [Path(j["tif_path"]) for j in jobs]
+
+
+def stage_geotiffs(store, directory, layers, *, read, cog=True, memory=None):
+    """Stage the layers of ``store`` as GeoTIFFs for ``DIR/<layer>.tif`` at their
+    :func:`terrain.io.outputs.staged_path` (:func:`write_geotiffs`): the store's publication
+    puts them in place. ``layers``: ``{name: write_geotiff's keyword arguments}`` (nodata,
+    description, tags, resampling), in the files' order. Returns the paths they get."""
+    files = geotiff_files(directory, layers)
+    jobs = [dict(array_name=name, tif_path=staged_path(path), **job)
+            for (name, job), path in zip(layers.items(), files)]
+    write_geotiffs(store, jobs, read=read, cog=cog, memory=memory)
+    return [str(p) for p in files]
 
 
 def _check_room(prepared, folder):
