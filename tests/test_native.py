@@ -69,3 +69,26 @@ def test_a_signal_while_the_kernel_thread_starts_waits_for_the_kernel(monkeypatc
     with pytest.raises(KeyboardInterrupt):
         native.interruptible(kernel)
     assert ran == [1]  # returned, told to stop, before interruptible raised
+
+
+def test_the_shared_temp_folder_is_used_only_as_this_users_own(monkeypatch, tmp_path):
+    """The last-resort cache /tmp/terrain-UID: another user may create it first (or make it
+    writable to all, or a link) and put a library there that this process would load."""
+    import os
+
+    monkeypatch.setattr(native.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.delenv("TERRAIN_CACHE_DIR", raising=False)
+    shared = tmp_path / f"terrain-{os.getuid()}"
+    assert native._cache_dirs()[-1] == shared  # made here, 0700
+    assert shared.stat().st_mode & 0o777 == 0o700
+    shared.chmod(0o777)
+    assert shared not in native._cache_dirs()
+    shared.rmdir()
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    shared.symlink_to(tmp_path / "elsewhere")
+    assert shared not in native._cache_dirs()
+    shared.unlink()
+    if os.getuid() == 0:  # another owner
+        shared.mkdir(mode=0o700)
+        os.chown(shared, 65534, 65534)
+        assert shared not in native._cache_dirs()

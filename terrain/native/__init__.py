@@ -14,6 +14,7 @@ import hashlib
 import importlib.machinery
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -102,12 +103,22 @@ def compile_library(target, tag, compiler=None):
 
 
 def _cache_dirs():
-    """Where a library compiled on first use goes, in order of preference."""
+    """Where a library compiled on first use goes, in order of preference. The shared temp
+    folder's is taken only as this user's own folder that no one else may write: anyone may
+    create ``/tmp/terrain-UID`` first and put a library there that this process would load."""
     dirs = [SOURCE.parent / "__pycache__"]
     if os.environ.get("TERRAIN_CACHE_DIR"):
         dirs.append(Path(os.environ["TERRAIN_CACHE_DIR"]))
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    dirs += [Path(xdg) / "terrain", Path(tempfile.gettempdir()) / f"terrain-{os.getuid()}"]
+    dirs.append(Path(xdg) / "terrain")
+    shared = Path(tempfile.gettempdir()) / f"terrain-{os.getuid()}"
+    try:
+        shared.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(shared)
+    except OSError:
+        return dirs
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+        dirs.append(shared)
     return dirs
 
 
