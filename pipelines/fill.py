@@ -82,7 +82,7 @@ default_output = functools.partial(output_beside, suffix=".fill.zarr")
 
 def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
-    working arrays fit: on the GPU the device (:func:`terrain.hydrology.fits_on_device`);
+    working arrays fit: on the GPU the device (:func:`terrain.hydrology.fill_fits_on_device`);
     else on the host :data:`IN_CORE_BYTES_PER_CELL` within 80 % of the available memory,
     or with ``forest`` (the options that build the forest; not on the GPU)
     :data:`FOREST_BYTES_PER_CELL` within half of it and, the grid with its frame, fewer
@@ -104,8 +104,8 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
         return "in-core" if in_core else "tiled"
     cells = int(shape[0]) * int(shape[1])
     if backend.is_gpu:
-        from terrain.hydrology import fits_on_device
-        if fits_on_device(shape, backend):
+        from terrain.hydrology import fill_fits_on_device
+        if fill_fits_on_device(shape, backend):
             return "in-core"
         if forest:  # the options' forest is built on the device whole
             return "tiled"

@@ -36,9 +36,9 @@ from terrain.backend import get_backend, nanmax
 from terrain.errors import InputError, naming
 from terrain.grid.edges import check_connectivity
 from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_drained,
-                               direction_group, direction_pass, fill_depressions, fits_on_device,
-                               flow_accumulation, flow_directions, flow_fits_on_device,
-                               forget_flat_states, group_totals)
+                               direction_group, direction_pass, fill_depressions,
+                               fill_fits_on_device, flow_accumulation, flow_directions,
+                               flow_fits_on_device, forget_flat_states, group_totals)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import (finish_store, mark_raster, unit_of, warn_degrees,
                                 write_georeference)
@@ -355,7 +355,7 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     # directions take them up padded and their codes come back for the writes, up again for
     # the accumulation: 3.5 GB each way at the 10-ft size, where a second copy of the DEM on
     # the device took 14 GB (flow_fits_on_device)
-    if not filled and be.is_gpu and fits_on_device(np.shape(z), be):
+    if not filled and be.is_gpu and fill_fits_on_device(np.shape(z), be):
         z, outl = (None if a is None else be.asarray(a) for a in (z, outl))
     w = None if w_path is None else read_layer(w_path, "elevation", np.float64)
     t1 = time.perf_counter()

@@ -1,4 +1,4 @@
-from ._fill_gpu import fill_fits_on_device, fits_on_device
+from ._fill_gpu import fill_fits_on_device
 from ._flow_gpu import flow_fits_on_device
 from .fill import (depression_hierarchy, depression_labels, fill_depressions, fill_leaf_down,
     fill_leaf_up, fill_merge, fill_split, fill_tiled, FillResult, FillSpec,

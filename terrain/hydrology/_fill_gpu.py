@@ -11,7 +11,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 
-__all__ = ["device_levels", "fill_fits_on_device", "fits_on_device", "BYTES_PER_CELL"]
+__all__ = ["device_levels", "fill_fits_on_device", "BYTES_PER_CELL"]
 
 #: device bytes a cell takes at the peak, during the tours (docs/hydrology.md, "On the GPU")
 BYTES_PER_CELL = 4 + 1 + 1 + 5 + 4 + 32 + 16 + 4
@@ -26,10 +26,6 @@ def fill_fits_on_device(shape, backend=None, headroom=0.9):
     from ..grid.mst_device import BYTES_PER_CELL as MST_BYTES, MAX_CELLS
     return get_backend(backend).fits(shape, max(BYTES_PER_CELL, MST_BYTES + 1), headroom,
                                      MAX_CELLS)
-
-
-#: :func:`fill_fits_on_device` by the name :mod:`terrain.hydrology` exported first
-fits_on_device = fill_fits_on_device
 
 
 def device_levels(z, outlet, connectivity, backend="gpu"):

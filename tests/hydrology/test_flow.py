@@ -360,7 +360,7 @@ def test_the_device_rules_of_the_fill_and_the_flow(monkeypatch):
     bytes a cell of its padded block, 66 GiB) on both but not its fill (beyond the forest's
     2^30 cells); no block of 2^32 cells."""
     from terrain.backend import Backend
-    from terrain.hydrology import fill_fits_on_device, fits_on_device, flow_fits_on_device
+    from terrain.hydrology import fill_fits_on_device, flow_fits_on_device
 
     gpu = Backend("gpu", None)
     free = [139 << 30]
@@ -373,5 +373,4 @@ def test_the_device_rules_of_the_fill_and_the_flow(monkeypatch):
     assert not flow_fits_on_device((65532, 65532), gpu)  # a padded block of 2^32 cells
     assert fill_fits_on_device((4096, 4096), gpu)
     assert not fill_fits_on_device((4096, 4096), gpu, headroom=1e-3)
-    assert fits_on_device is fill_fits_on_device  # the name terrain.hydrology exported first
     assert not flow_fits_on_device((10, 10), "cpu") and not fill_fits_on_device((10, 10), "cpu")

@@ -152,10 +152,10 @@ def test_route_by_memory(monkeypatch):
     assert fill_route((12555, 17630), cpu, available=20 << 30) == "in-core"  # 40-ft size
     assert fill_route((12555, 17630), cpu, available=20 << 30, forest=True) == "tiled"
     assert fill_route((8192, 8192), cpu, available=20 << 30, forest=True) == "in-core"
-    monkeypatch.setattr(terrain.hydrology, "fits_on_device", lambda shape, backend: False)
+    monkeypatch.setattr(terrain.hydrology, "fill_fits_on_device", lambda shape, backend: False)
     assert fill_route(ten_ft, Gpu(), available=host) == "in-core"
     assert fill_route(ten_ft, Gpu(), available=host, forest=True) == "tiled"
-    monkeypatch.setattr(terrain.hydrology, "fits_on_device", lambda shape, backend: True)
+    monkeypatch.setattr(terrain.hydrology, "fill_fits_on_device", lambda shape, backend: True)
     assert fill_route(ten_ft, Gpu(), available=1, forest=True) == "in-core"
 
 

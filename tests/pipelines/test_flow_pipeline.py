@@ -417,7 +417,7 @@ def test_gpu_flow_of_a_grid_beyond_the_devices_fill(tmp_path, monkeypatch, capsy
     assert rc == 0, err
     beyond = lambda shape, backend=None: False  # noqa: E731
     monkeypatch.setattr(fill_module, "fill_fits_on_device", beyond)
-    monkeypatch.setattr(flow_module, "fits_on_device", beyond)
+    monkeypatch.setattr(flow_module, "fill_fits_on_device", beyond)
     given = []
 
     def fill_where_read(z, connectivity, outlets, **kw):
