@@ -205,7 +205,8 @@ def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
             b = mask[r, c]
             for d in range(4):
                 if b & (1 << d):
-                    forest_w[k] = edge_weight(z[r, c], z[r + NB_DROW[d], c + NB_DCOL[d]], d, model, hlen)
+                    forest_w[k] = edge_weight(z[r, c], z[r + NB_DROW[d], c + NB_DCOL[d]], d,
+                                              model, hlen)
                     k += 1
 
     def boundary(r, c):
