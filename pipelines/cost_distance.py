@@ -25,7 +25,7 @@ from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io.georef import check_weight_units, finish_store
-from terrain.io.outputs import atomic_output, check_outputs, output_beside, same_file
+from terrain.io.outputs import check_outputs, output_beside, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
                                is_remote, output_at, remove_tree, scratch_beside)
 from terrain.io.points import cell_centre, map_to_cell, point_cells, raster_source_cells
@@ -729,25 +729,25 @@ def path_command(args):
                                           else "no such file"))
     out = Path(args.output)
     check_outputs([store], [out], args.overwrite)
-    group = open_group(store, mode="r")
-    if "backlink" not in group:
-        raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")
-    crs = group.attrs.get("crs")
-    fmt = path_format(out, crs)  # refused before any work
-    shape = group["backlink"].shape
-    gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
-    points, cells = args.to or [], args.to_cell or []
-    if not points and not cells:
-        raise InputError(f"{store}: no path ends given")
-    targets, _ = resolve_sources(gt, shape, points, cells, label=f"{store}: ", what="target")
-    paths = trace_paths(store, targets)
-    lines = [[cell_centre(r, c, gt) for r, c in p["cells"]] for p in paths]
-    ends = [*points, *(f"cell {c}" for c in cells)]
-    props = [{"cost": p["cost"], "source": p["source"], "to": text, "cells": len(p["cells"])}
-             for text, p in zip(ends, paths)]
-    with atomic_output(out, args.overwrite, inputs=[store]) as tmp:
-        write_paths(tmp, lines, props, crs=crs, fmt=fmt, what=str(store),
-                    name=out)
+    with output_at(out, args.overwrite, inputs=[store]) as tmp:  # it reads the store
+        group = open_group(store, mode="r")
+        if "backlink" not in group:
+            raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")
+        crs = group.attrs.get("crs")
+        fmt = path_format(out, crs)  # refused before any work
+        shape = group["backlink"].shape
+        gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+        points, cells = args.to or [], args.to_cell or []
+        if not points and not cells:
+            raise InputError(f"{store}: no path ends given")
+        targets, _ = resolve_sources(gt, shape, points, cells, label=f"{store}: ",
+                                     what="target")
+        paths = trace_paths(store, targets)
+        lines = [[cell_centre(r, c, gt) for r, c in p["cells"]] for p in paths]
+        ends = [*points, *(f"cell {c}" for c in cells)]
+        props = [{"cost": p["cost"], "source": p["source"], "to": text, "cells": len(p["cells"])}
+                 for text, p in zip(ends, paths)]
+        write_paths(tmp, lines, props, crs=crs, fmt=fmt, what=str(store), name=out)
     print(f"path      {out}: {len(paths)} path(s)"
           + ("" if crs else "; coordinates: the grid's (the store has no CRS)")
           + "".join(f"\n  to {p['to']}: cost {p['cost']:.10g}, source {p['source']}, "

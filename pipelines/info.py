@@ -14,6 +14,7 @@ from terrain.errors import InputError
 from terrain.io.georef import RASTER_DIMS, crs_label
 from terrain.io.zarr_meta import open_group
 from terrain.io.outputs import WRITTEN_BY_ATTR
+from terrain.io.remote import inputs_unchanged
 from terrain.tiles import is_store, open_store
 
 __all__ = ["describe_path", "describe_store", "store_stats", "merge_stats", "format_description",
@@ -181,6 +182,7 @@ def info_command(args):
     """``terrain info STORE [--json]``."""
     from terrain.io.outputs import check_input_file
     check_input_file(args.store)  # a FIFO or a device: refused before any read
-    d = describe_path(args.store)
+    with inputs_unchanged([args.store]):  # one replaced while described: not described
+        d = describe_path(args.store)
     print(json.dumps(d, indent=2) if args.json else format_description(d))
     return 0

@@ -13,6 +13,7 @@ import sys
 
 
 from terrain.io.outputs import atomic_output, check_input_file, check_outputs
+from terrain.io.remote import input_fingerprints, output_at
 from terrain.errors import InputError
 from terrain.io.georef import unit_of
 from terrain.io.zarr_meta import open_group
@@ -89,6 +90,13 @@ def _plot_inputs(args, group=None):
     return [args.store, getattr(args, "paths", None), source if isinstance(source, str) else None]
 
 
+def _picture(args, group, began):
+    """Where a store's picture is drawn: its reads of the store (and of the DEM and paths it
+    names) are held to them, as a computed result's (:func:`terrain.io.remote.output_at`)."""
+    return output_at(args.output, args.overwrite, inputs=_plot_inputs(args, group),
+                     began=began)
+
+
 def _plot_bfs_levels(args):
     from terrain.graph import bfs, load_graph
     from terrain.plot import render_bfs_levels
@@ -107,18 +115,18 @@ def _plot_bfs_levels(args):
     return 0
 
 
-def _plot_cost_distance(args, group):
+def _plot_cost_distance(args, group, began):
     from terrain.plot import read_paths, render_cost_distance
 
     check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
     size, fmt = parse_size(args.size), picture_format(args.output)
-    model = dict(group.attrs.get("cost_model") or {})
-    dem = result_dem(args.store, group, model.get("dem") or group.attrs.get("source"),
-                     required=False)
-    paths = (read_paths(args.paths, group.attrs.get("crs"))[0]
-             if getattr(args, "paths", None) else None)
-    units = unit_of(group["distance"].attrs)
-    with atomic_output(args.output, args.overwrite) as tmp:
+    with _picture(args, group, began) as tmp:
+        model = dict(group.attrs.get("cost_model") or {})
+        dem = result_dem(args.store, group, model.get("dem") or group.attrs.get("source"),
+                         required=False)
+        paths = (read_paths(args.paths, group.attrs.get("crs"))[0]
+                 if getattr(args, "paths", None) else None)
+        units = unit_of(group["distance"].attrs)
         info = render_cost_distance(tmp, group["distance"], dem, paths=paths,
                                     sources=model.get("sources"), size=size,
                                     window=parse_window(args.window),
@@ -131,14 +139,14 @@ def _plot_cost_distance(args, group):
     return 0
 
 
-def _plot_hydrology(args, group, kind):
+def _plot_hydrology(args, group, kind, began):
     from terrain.plot import render_hydrology
 
     check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
     size, fmt = parse_size(args.size), picture_format(args.output)
-    dem = result_dem(args.store, group, group.attrs.get("source"), required=False)
-    units = unit_of(dem.attrs) if dem is not None else None
-    with atomic_output(args.output, args.overwrite) as tmp:
+    with _picture(args, group, began) as tmp:
+        dem = result_dem(args.store, group, group.attrs.get("source"), required=False)
+        units = unit_of(dem.attrs) if dem is not None else None
         info = render_hydrology(tmp, group[kind], dem, kind=kind, size=size,
                                 window=parse_window(args.window),
                                 geotransform=group.attrs.get("geotransform"),
@@ -169,16 +177,17 @@ def plot_command(args):
         raise InputError(f"{args.store}: {' and '.join(graph_only)} {verb} to a graph's BFS "
                          "levels (with --source) only")
     check_input_file(args.store)
+    began = input_fingerprints(_plot_inputs(args))  # before the store is opened
     if not is_store(args.store):
         raise InputError(f"{args.store}: not a terrain store")
     group = open_group(args.store, mode="r")
     if "distance" in group and "backlink" in group:
-        return _plot_cost_distance(args, group)
+        return _plot_cost_distance(args, group, began)
     if getattr(args, "paths", None):
         raise InputError(f"{args.store}: --paths needs a cost-distance store")
     for kind in ("accumulation", "depth"):  # a flow's store, a fill's
         if kind in group:
-            return _plot_hydrology(args, group, kind)
+            return _plot_hydrology(args, group, kind, began)
     if "elevation" not in group and "mst" not in group:  # a watershed's labels, ...
         held = ", ".join(n for n in sorted(group.array_keys())
                          if n not in ("x", "y", "spatial_ref")) or "no layer"
@@ -187,9 +196,9 @@ def plot_command(args):
     check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
     size, fmt = parse_size(args.size), picture_format(args.output)
     window = parse_window(args.window)
-    dem = result_dem(args.store, group, group.attrs.get("source"))
-    mask = group["mst"] if "mst" in group else None
-    with atomic_output(args.output, args.overwrite) as tmp:
+    with _picture(args, group, began) as tmp:
+        dem = result_dem(args.store, group, group.attrs.get("source"))
+        mask = group["mst"] if "mst" in group else None
         info = render_mst(tmp, dem, mask, size=size, window=window,
                           geotransform=group.attrs.get("geotransform"), format=fmt)
     drawn = info["edges_drawn"]

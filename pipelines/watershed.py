@@ -19,8 +19,9 @@ import numpy as np
 from terrain.errors import InputError
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.georef import warn_degrees
-from terrain.io.outputs import atomic_output, check_outputs
+from terrain.io.outputs import check_outputs
 from terrain.io.points import cell_centre, path_format, write_paths
+from terrain.io.remote import output_at
 from terrain.io.zarr_meta import codec, open_group
 
 from .flow import read_flow_store
@@ -50,22 +51,23 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
     if out.suffix.lower() not in (".tif", ".tiff", ".zarr"):
         raise InputError(f"{output}: the labels go to a GeoTIFF (.tif) or a store (.zarr)")
     check_outputs([flow_path, points_file], [out], overwrite)
-    group, summary = read_flow_store(flow_path)
-    d = group["direction"][:]
-    gt, crs = _geo(group, d.shape)
-    warn_degrees(crs, flow_path, "so are the basins' areas and the snap distance")
-    cells, _ = resolve_sources(gt, d.shape, points or (), cells or (), points_file,
-                               label=f"{flow_path}: ", crs=crs, what="outlet")
-    if not cells:
-        raise InputError(f"{flow_path}: no outlets given")
-    if snap > 0:
-        cells = snap_outlets(group["accumulation"][:], cells, snap, (abs(gt[1]), abs(gt[5])))
-    try:
-        labels = watershed(d, cells)
-    except InputError as e:  # an outlet on nodata: said of the flow store
-        raise InputError(f"{flow_path}: {e}") from None
-    counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]
-    with atomic_output(out, overwrite, inputs=[flow_path, points_file]) as tmp:
+    with output_at(out, overwrite, inputs=[flow_path, points_file]) as tmp:  # it reads them
+        group, summary = read_flow_store(flow_path)
+        d = group["direction"][:]
+        gt, crs = _geo(group, d.shape)
+        warn_degrees(crs, flow_path, "so are the basins' areas and the snap distance")
+        cells, _ = resolve_sources(gt, d.shape, points or (), cells or (), points_file,
+                                   label=f"{flow_path}: ", crs=crs, what="outlet")
+        if not cells:
+            raise InputError(f"{flow_path}: no outlets given")
+        if snap > 0:
+            cells = snap_outlets(group["accumulation"][:], cells, snap,
+                                 (abs(gt[1]), abs(gt[5])))
+        try:
+            labels = watershed(d, cells)
+        except InputError as e:  # an outlet on nodata: said of the flow store
+            raise InputError(f"{flow_path}: {e}") from None
+        counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]
         if out.suffix.lower() == ".zarr":
             _write_store(tmp, labels, gt, crs)
         else:
@@ -118,26 +120,26 @@ def run_streams(flow_path, output, threshold, overwrite=False):
     FlatGeobuf lines (:func:`terrain.io.points.path_format` of ``output``)."""
     out = Path(output)
     check_outputs([flow_path], [out], overwrite)
-    group, summary = read_flow_store(flow_path)
-    d = group["direction"][:]
-    gt, crs = _geo(group, d.shape)
-    fmt = path_format(out, crs, "streams")
-    warn_degrees(crs, flow_path, "so are the links' lengths")
-    try:
-        links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
-    except InputError as e:  # a damaged direction layer: said of the flow store
-        raise InputError(f"{flow_path}: {e}") from None
-    lines, props = [], []
-    for link in links:
-        xy = [cell_centre(r, c, gt) for r, c in link["cells"]]
-        if len(xy) == 1:  # a LineString needs two distinct points (OGC): a link of one cell
-            (r, c), (dr, dc) = link["cells"][0], link["exit"]  # runs to the side its water
-            xy.append(cell_centre(r + dr / 2, c + dc / 2, gt))  # leaves by
-        lines.append(xy)
-        props.append({"order": link["order"], "upstream": link["upstream"],
-                      "outlet": link["outlet"], "cells": len(link["cells"]),
-                      "length": sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))})
-    with atomic_output(out, overwrite, inputs=[flow_path]) as tmp:
+    with output_at(out, overwrite, inputs=[flow_path]) as tmp:  # it reads the store
+        group, summary = read_flow_store(flow_path)
+        d = group["direction"][:]
+        gt, crs = _geo(group, d.shape)
+        fmt = path_format(out, crs, "streams")
+        warn_degrees(crs, flow_path, "so are the links' lengths")
+        try:
+            links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
+        except InputError as e:  # a damaged direction layer: said of the flow store
+            raise InputError(f"{flow_path}: {e}") from None
+        lines, props = [], []
+        for link in links:
+            xy = [cell_centre(r, c, gt) for r, c in link["cells"]]
+            if len(xy) == 1:  # a LineString needs two distinct points (OGC): a link of one
+                (r, c), (dr, dc) = link["cells"][0], link["exit"]  # cell runs to the side
+                xy.append(cell_centre(r + dr / 2, c + dc / 2, gt))  # its water leaves by
+            lines.append(xy)
+            props.append({"order": link["order"], "upstream": link["upstream"],
+                          "outlet": link["outlet"], "cells": len(link["cells"]),
+                          "length": sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))})
         write_paths(tmp, lines, props, crs=crs, fmt=fmt, what="streams", layer="streams",
                     name=out, fields=STREAM_FIELDS)
     note = ("longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS" if crs

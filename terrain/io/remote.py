@@ -736,32 +736,42 @@ def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False, com
     """Where a command writes ``target``: :func:`url_output` for a URL or a
     :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: the run's key,
     its partial's name there, its checkpoints' folder at a URL; ``companions``: its local
-    GeoTIFFs, which a store at a URL never has: those commands are staged, :func:`stage`). An
-    input (a local one, or a store at a URL: its objects' versions) that another command
-    rewrites while the block runs is an :class:`InputError` before anything is published: the
-    result would hold
-    some of each (and record the new one's fingerprint). So is an :class:`InputError` of
-    the block (a parse error: the new file's rows read at the old header's offsets) raised
-    while an input differs from ``began`` (:func:`input_fingerprints` taken when the run
-    began; by default as the block starts)."""
-    before = input_fingerprints(inputs) if began is None else began
+    GeoTIFFs, which a store at a URL never has: those commands are staged, :func:`stage`).
+    The block reads ``inputs`` under :func:`inputs_unchanged` (``began`` passed on): one
+    that another command rewrites, replaces or removes while it runs is an
+    :class:`InputError` before anything is published."""
     if is_remote(target):
         out = url_output(target, overwrite, inputs=inputs, key=key, resume=resume)
     else:
         from .outputs import atomic_output
         out = atomic_output(target, overwrite, inputs=[i for i in inputs if not is_remote(i)],
                             key=key, resume=resume, companions=companions)
-    with out as tmp:
-        try:
-            yield tmp
-        except InputError as e:
-            changed = _changed(before, target)
-            if changed is None or getattr(e, "keep_partial", False):
-                raise
-            raise changed from None
+    with out as tmp, inputs_unchanged(inputs, began, target):
+        yield tmp
+
+
+@contextlib.contextmanager
+def inputs_unchanged(inputs, began=None, target=None):
+    """A block that reads ``inputs`` (local ones, or stores at a URL: their objects'
+    versions) and makes ``target`` (None: a report) from them. One that another command
+    rewrites, replaces or removes while the block runs is an :class:`InputError` naming it
+    when the block ends: the result would hold some of each (and record the new one's
+    fingerprint). So is an error of the block (a parse error: the new file's rows read at
+    the old header's offsets) raised while an input differs from ``began``
+    (:func:`input_fingerprints` taken when the run began, before it read a header; an input
+    not among them is taken as the block starts)."""
+    seen = {str(p) for p, _ in began or ()}
+    before = [*(began or ()), *input_fingerprints(i for i in inputs if str(i) not in seen)]
+    try:
+        yield
+    except InputError as e:
         changed = _changed(before, target)
-        if changed is not None:
-            raise changed
+        if changed is None or getattr(e, "keep_partial", False):
+            raise
+        raise changed from None
+    changed = _changed(before, target)
+    if changed is not None:
+        raise changed
 
 
 def _changed(before, target):
@@ -769,7 +779,8 @@ def _changed(before, target):
     for path, seen in before:
         if _fingerprint_now(path) != seen:
             return InputError(f"{path}: changed while this run read it (written by another "
-                              f"command): {target} not written; run it again")
+                              "command): " + ("" if target is None else f"{target} not written; ")
+                              + "run it again")
     return None
 
 
