@@ -18,6 +18,7 @@ import numpy as np
 
 from terrain.errors import InputError
 from terrain.io.outputs import check_input_file
+from terrain.io.remote import input_fingerprints, inputs_unchanged
 from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
@@ -170,20 +171,30 @@ def verify_path(path, graph=None, sources=None, fmt="auto"):
         raise InputError(f"{path}: no such file or directory")
     check_input_file(p)
     if is_store(p):
+        began = input_fingerprints([p])  # before the store is opened
         group = open_group(p, mode="r")
-        if "mst" in group:
-            return _verify_mst_store(p, group)
-        if "distance" in group and "backlink" in group:
-            return _verify_cost_store(p, group)
-        if "direction" in group and "flow" in group.attrs:
-            return _verify_flow_store(p, group)
-        if "filled" in group and "depression" in group:
-            return _verify_fill_store(p, group)
-        raise InputError(f"{path}: no result verify knows in this store (an mst, "
-                         "cost-distance, fill or flow output)")
+        source = group.attrs.get("source")  # the DEM, when the store holds none
+        # a store replaced or removed while it is checked is not a violation (exit 1): the
+        # layers read are some of each
+        with inputs_unchanged([p, source if isinstance(source, str) else None], began):
+            return _verify_store(p, group)
     if p.suffix == ".npy":
         return _verify_bfs_file(p, graph, sources, fmt)
     raise InputError(f"{path}: not a result store or a .npy distances file")
+
+
+def _verify_store(path, group):
+    """The certificate of the result store at ``path`` (its kind told by its layers)."""
+    if "mst" in group:
+        return _verify_mst_store(path, group)
+    if "distance" in group and "backlink" in group:
+        return _verify_cost_store(path, group)
+    if "direction" in group and "flow" in group.attrs:
+        return _verify_flow_store(path, group)
+    if "filled" in group and "depression" in group:
+        return _verify_fill_store(path, group)
+    raise InputError(f"{path}: no result verify knows in this store (an mst, "
+                     "cost-distance, fill or flow output)")
 
 
 def verify_command(args):

@@ -82,3 +82,10 @@ def _run(capsys, monkeypatch, tmp_path, stores, command, replaced):
 @pytest.mark.parametrize("command", ["streams", "watershed", "path", "plot", "info"])
 def test_a_store_replaced_while_read_is_refused(capsys, monkeypatch, tmp_path, stores, command):
     _run(capsys, monkeypatch, tmp_path, stores, command, replaced=True)
+
+
+def test_a_fill_store_replaced_while_verified_is_not_a_violation(capsys, monkeypatch, tmp_path,
+                                                                 stores):
+    # it was `FAIL cell (...): depth 0 is not filled - elevation`, exit 1: a good store
+    # flagged as broken
+    _run(capsys, monkeypatch, tmp_path, stores, "verify", replaced=True)
