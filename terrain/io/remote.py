@@ -757,14 +757,14 @@ def inputs_unchanged(inputs, began=None, target=None):
     rewrites, replaces or removes while the block runs is an :class:`InputError` naming it
     when the block ends: the result would hold some of each (and record the new one's
     fingerprint). So is an error of the block (a parse error: the new file's rows read at
-    the old header's offsets) raised while an input differs from ``began``
+    the old header's offsets; a layer gone) raised while an input differs from ``began``
     (:func:`input_fingerprints` taken when the run began, before it read a header; an input
     not among them is taken as the block starts)."""
     seen = {str(p) for p, _ in began or ()}
     before = [*(began or ()), *input_fingerprints(i for i in inputs if str(i) not in seen)]
     try:
         yield
-    except InputError as e:
+    except Exception as e:  # a layer gone is a KeyError, a FileNotFoundError, ...
         changed = _changed(before, target)
         if changed is None or getattr(e, "keep_partial", False):
             raise

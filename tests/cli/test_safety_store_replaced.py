@@ -89,3 +89,10 @@ def test_a_fill_store_replaced_while_verified_is_not_a_violation(capsys, monkeyp
     # it was `FAIL cell (...): depth 0 is not filled - elevation`, exit 1: a good store
     # flagged as broken
     _run(capsys, monkeypatch, tmp_path, stores, "verify", replaced=True)
+
+
+@pytest.mark.parametrize("command", ["streams", "watershed", "path", "plot", "verify", "info"])
+def test_a_store_removed_while_read_is_one_line(capsys, monkeypatch, tmp_path, stores, command):
+    # streams, plot and verify: `KeyError: 'accumulation'`, `FileNotFoundError: IN.zarr/depth:
+    # no Zarr array` tracebacks, exit 1
+    _run(capsys, monkeypatch, tmp_path, stores, command, replaced=False)
