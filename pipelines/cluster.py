@@ -214,7 +214,7 @@ def shares_nothing(args):
     with this process but the object store, or with ``--resume`` on any scheduler (the
     checkpoints lie under the output's prefix); not with ``--geotiff``, ``--geotiff-dir``
     (GeoTIFFs are written from a local partial output) or ``--dry-run``: those stage
-    (:func:`terrain.io.remote.stage`). On the local schedulers staging is kept because it
+    (:func:`pipelines.staging.stage`). On the local schedulers staging is kept because it
     wins there: 4096² ``ingest`` 1.8 s staged against 3.2 s direct, ``mst`` 5.0 s against
     5.9-7.2 s (moto server, docs/scale.md).
 

@@ -171,7 +171,7 @@ def named_outlets(path, geotransform, shape, crs=None):
         cells = raster_source_cells(st.read_window(0, st.shape[0], 0, st.shape[1]),
                                     st.geotransform, geotransform, shape, p, what="outlet",
                                     crs=st.attrs.get("crs"), grid_crs=crs)
-    elif is_remote(p):  # a file at a URL is copied here first (terrain.io.remote.stage)
+    elif is_remote(p):  # a file at a URL is copied here first (pipelines.staging.stage)
         raise InputError(f"{p}: no such store")
     elif p.suffix.lower() in (".csv", ".json", ".geojson", *VECTOR_SUFFIXES):
         cells = point_cells(p, geotransform, shape, "outlet", crs)

@@ -85,7 +85,7 @@ def _add_scheduler(p):
 
 
 def _add_storage_options(p):
-    # object stores: URL inputs and outputs go through terrain.io.remote.stage
+    # object stores: URL inputs and outputs go through pipelines.staging.stage
     p.add_argument("--storage-options", default=None, metavar="JSON",
                    help="fsspec options for s3://, gs://, ... stores (endpoint, anon, ...); "
                         "credentials come from the client library's own environment")
@@ -683,7 +683,7 @@ def main(argv=None):
             if args.command == "batch":
                 _check_batch_scopes(args)
             _check_no_cog(args)
-            from .io.remote import stage
+            from pipelines.staging import stage
             with stage(args, args.storage_options, _shares_nothing(args)) \
                     if hasattr(args, "storage_options") else contextlib.nullcontext():
                 status = int(_handler(args)(args) or 0)

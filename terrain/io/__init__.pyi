@@ -5,7 +5,7 @@ from .ascii_grid import (AsciiGrid, check_geometry, float32_value, looks_like_as
     open_ascii_grid)
 from .raster import open_raster, RasterGrid
 from .remote import (check_url_output, fetch, is_remote, is_url, local_path, Location, location,
-    output_at, parse_storage_options, publish, stage, store_for, store_state, url_output,
+    output_at, parse_storage_options, publish, store_for, store_state, url_output,
     zarr_store)
 from .source import open_grid, read_grid, read_whole
 from .synth import synth_rows, write_synth

@@ -28,6 +28,7 @@ def _arrays(store):
 
 def _staging_fails(monkeypatch):
     """The client's staging (fetch, publish, its temporary folder) raises."""
+    import pipelines.staging as staging
     import terrain.io.remote as remote
 
     def staged(*args, **kwargs):
@@ -35,7 +36,7 @@ def _staging_fails(monkeypatch):
 
     for name in ("fetch", "publish"):
         monkeypatch.setattr(remote, name, staged)
-    monkeypatch.setattr(remote.tempfile, "mkdtemp", staged)
+    monkeypatch.setattr(staging.tempfile, "mkdtemp", staged)
 
 
 @pytest.fixture
