@@ -294,7 +294,7 @@ def _check_manifests(outdir, overwrite):
             ours = False
         if not ours:
             raise InputError(f"{path}: not a batch's manifest, which this batch writes there: "
-                             "another folder, or --overwrite to replace it")
+                             "another folder, or overwrite to replace it", option="overwrite")
 
 
 def _previous(outdir):
@@ -361,8 +361,10 @@ def _say(message):
     print(f"terrain: {message}", file=sys.stderr, flush=True)
 
 
-def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
-    """Run ``command`` over every input; returns the manifest rows (one dict per file)."""
+def run_batch(command, specs, outdir, args, scheduler=None, progress=_say, explain=str):
+    """Run ``command`` over every input; returns the manifest rows (one dict per file).
+    ``explain``: the text of a file's :class:`InputError` in its row (the command line's
+    names the flags of the parameters the error is about)."""
     runner, suffix = RUNNERS[command]
     if command in CHECKS:
         CHECKS[command](args)
@@ -392,7 +394,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
         with hold_lock(outdir / "batch", "another terrain batch is writing into this "
                                          "folder", shown=outdir), open_scheduler(scheduler):
             return _run_files(command, runner, files, outputs, outdir, args, inner,
-                              progress, t_batch)
+                              progress, explain, t_batch)
     except BaseException:
         for d in made:
             if d.is_dir() and not any(d.iterdir()):  # a folder of ours with nothing in it
@@ -444,7 +446,8 @@ def _not_yet(previous, inp, out):
             "error": ""}
 
 
-def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t_batch):
+def _run_files(command, runner, files, outputs, outdir, args, inner, progress, explain,
+               t_batch):
     """:func:`run_batch`'s loop over the files, with the folder locked."""
     previous = _previous(outdir)
     owners = _owners(previous)
@@ -477,8 +480,9 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                 and out.exists()):
             damage = _damage(out)
             if damage:  # said, not skipped as done (nor replaced without --overwrite)
-                row.update(status="failed", seconds=0.0, error=f"{damage}: --overwrite redoes "
-                           "it", identity=before.get("identity"), params=before.get("params"),
+                said = InputError(f"{damage}: overwrite redoes it", option="overwrite")
+                row.update(status="failed", seconds=0.0, error=explain(said),
+                           identity=before.get("identity"), params=before.get("params"),
                            summary=before.get("summary"), output_kept=True)
                 progress(f"{tag}: failed: {row['error']}")
             else:
@@ -497,8 +501,7 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                 row.update(status="done", error="", summary=summary)
             except OutputExists as e:  # not skipped: say what differs from the earlier run
                 row.update(status="failed",
-                           error=f"{e}{_why_again(before, ident, params)} (use --overwrite to "
-                                 "replace it)")
+                           error=explain(OutputExists(f"{e}{_why_again(before, ident, params)}")))
                 if _made_output(before):
                     # the output is still that run's: its record kept, so that a rerun as
                     # that one skips the file
@@ -522,9 +525,11 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
     return rows
 
 
-def batch_command(args):
-    """``terrain batch ingest|mst|cost-distance|fill|flow INPUT... -o OUTDIR [options]``."""
-    rows = run_batch(args.what, args.inputs, args.output, args, scheduler=args.scheduler)
+def batch_command(args, explain=str):
+    """``terrain batch ingest|mst|cost-distance|fill|flow INPUT... -o OUTDIR [options]``
+    (``explain``: as :func:`run_batch`'s)."""
+    rows = run_batch(args.what, args.inputs, args.output, args, scheduler=args.scheduler,
+                     explain=explain)
     if args.json:
         print(json.dumps(rows, indent=2))
     return 1 if any(r["status"] == "failed" for r in rows) else 0

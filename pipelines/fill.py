@@ -524,13 +524,12 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     # a resumable run keeps its steps: the tiled route, whatever the grid's size
     route = "tiled" if resume else fill_route(shape, be, in_core, forest=bool(asked))
     if asked and route != "in-core":
-        names = ", ".join(f"--{k.replace('_', '-')}" for k in asked)
         why = ("the tiled route was asked" if in_core is False else
                "a resumed run takes the tiled route" if resume else
                f"{shape[0]} x {shape[1]} cells do not fit in memory")
-        raise InputError(f"{inp}: {why}, and the tiled fill supports --connectivity and "
-                         f"--outlets only: {names} {'need' if len(asked) > 1 else 'needs'} "
-                         "the in-core route")
+        raise InputError(f"{inp}: {why}, and the tiled fill supports connectivity and outlets "
+                         f"only: {', '.join(asked)} {'need' if len(asked) > 1 else 'needs'} "
+                         "the in-core route", option=("connectivity", "outlets", *asked))
     from . import cluster
     key = run_key("fill", [p for p in (inp, outlets) if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), be.name)

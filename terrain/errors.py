@@ -18,7 +18,21 @@ _PACKAGES = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(_
 
 
 class InputError(ValueError):
-    """Bad input: a file that cannot be read or parsed, or an option out of range."""
+    """Bad input: a file that cannot be read or parsed, or an option out of range.
+
+    ``option``: the parameter the error is about, or a tuple of them, by its name; the
+    command line names its flag instead (where the message names it, else in a hint).
+
+    >>> InputError("dem.asc: min_depth needs the in-core route", option=("min_depth",)).option
+    ('min_depth',)
+    """
+
+    option = None
+
+    def __init__(self, *args, option=None):
+        super().__init__(*args)
+        if option is not None:
+            self.option = option
 
 
 def where(path, line=None):

@@ -7,6 +7,7 @@ anywhere (:class:`terrain.errors.InputError`) becomes one line on stderr and sta
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -595,6 +596,8 @@ def _handler(args):
     import pipelines
     if args.command == "mst" and pipelines.is_graph_input(args.input):
         return pipelines.mst_graph_command
+    if args.command == "batch":  # its files' errors, in its manifest, named as here
+        return functools.partial(pipelines.batch_command, explain=lambda e: _explained(e, args))
     return getattr(pipelines, args.command.replace("-", "_") + "_command")
 
 
@@ -627,11 +630,31 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 #: credentials): one line, exit 2
 OBJECT_STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google", "adlfs", "azure")
 
-#: what the command line adds to a library error that names one of these parameters
+#: what the command line adds to a library error about one of these parameters whose message
+#: does not name it (:func:`_explained`)
 OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)",
                 "filled": " (without --filled, flow fills the DEM first)",
                 "resume": "; rerun that run's options to finish it, or without --resume to "
                           "start over (which removes it)"}
+
+
+def _explained(e, args):
+    """The library's error ``e`` as the command line says it: each parameter it is about
+    (``e.option``, a name or a tuple of them) named by its flag where the message names it,
+    else by its hint (:data:`OPTION_HINTS`)."""
+    option = getattr(e, "option", None)
+    text, hints = str(e), ""
+    start = text.find(": ") + 1  # past the path the message begins with, which may hold a name
+    for name in (option,) if isinstance(option, str) else option or ():
+        said = re.sub(rf"(?<![\w./-]){re.escape(name)}(?![\w./-])",
+                      "--" + name.replace("_", "-"), text[start:])
+        if said != text[start:]:
+            text = text[:start] + said
+        elif name == "overwrite" and getattr(args, "resume", False):  # no partial was left
+            hints += " (a finished output: nothing to resume; --overwrite runs it again)"
+        else:
+            hints += OPTION_HINTS.get(name, "")
+    return text + hints
 
 
 _NEGATIVE_VALUE = re.compile(r"-\.?\d")
@@ -692,11 +715,7 @@ def main(argv=None):
         return status
     except InputError as e:
         # the library names a parameter (e.option), the command line its flag
-        option = getattr(e, "option", None)
-        hint = OPTION_HINTS.get(option, "")
-        if option == "overwrite" and getattr(args, "resume", False):  # no partial was left
-            hint = " (a finished output: nothing to resume; --overwrite runs it again)"
-        print(f"terrain: {e}{hint}", file=sys.stderr)
+        print(f"terrain: {_explained(e, args)}", file=sys.stderr)
         return 2
     except MemoryError as e:
         # the host's, or the device's (CuPy's OutOfMemoryError is one): the outputs' partials

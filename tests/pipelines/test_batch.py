@@ -589,6 +589,31 @@ def test_a_folders_broken_links_and_stores_each_get_a_row(tmp_path, rasters):
     assert rows["s.zarr"]["status"] == "failed" and "s.zarr" in rows["s.zarr"]["error"]
 
 
+def test_the_api_names_no_flags(tmp_path):
+    """run_batch (the Python API) tells a refusal as the library does, naming the parameter
+    (overwrite); the flag (--overwrite) is the command line's
+    (test_batch_mst_mixed_formats_one_bad_file)."""
+    import pipelines.batch as batch
+    from argparse import Namespace
+    from terrain.errors import InputError
+    from terrain.io import write_synth
+    write_synth(tmp_path / "a.asc", 20, 30, seed=1)
+    out = tmp_path / "out"
+    args = Namespace(tile=16, overwrite=False)
+    said = []
+    batch.run_batch("ingest", [str(tmp_path / "a.asc")], out, args, "synchronous", said.append)
+    os.utime(tmp_path / "a.asc", ns=(1, 10**18))
+    rows = batch.run_batch("ingest", [str(tmp_path / "a.asc")], out, args, "synchronous",
+                           said.append)
+    assert rows[0]["error"] == (f"{out / 'a.zarr'}: output exists; its input changed since the "
+                                "earlier batch made it"), rows
+    (out / "manifest.json").write_text("notes, not json")
+    with pytest.raises(InputError, match="another folder, or overwrite to replace it$") as e:
+        batch.run_batch("ingest", [str(tmp_path / "a.asc")], out, args, "synchronous",
+                        said.append)
+    assert e.value.option == "overwrite"
+
+
 def test_batch_checks_its_output_folder_before_it_starts_a_scheduler(tmp_path, monkeypatch):
     """A folder it cannot create was refused after the scheduler started (its dashboard
     line printed first)."""

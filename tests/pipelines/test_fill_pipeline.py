@@ -187,10 +187,15 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys):
 
 
 def test_options_refused_out_of_core(tmp_path):
+    """The Python API's refusal names the parameters (min_depth), not the command line's flags
+    (--min-depth: test_tiled_refusal_says_what_it_supports), and says which they are."""
     asc, z = _asc(tmp_path, _dem(8, (10, 10)))
     from terrain.errors import InputError
-    with pytest.raises(InputError, match="do not fit in memory|tiled route was asked.*--epsilon needs the in-core route"):
-        run_fill(asc, tmp_path / "f.zarr", epsilon=True, in_core=False)
+    with pytest.raises(InputError, match="tiled route was asked.*: epsilon, min_depth need "
+                                         "the in-core route") as e:
+        run_fill(asc, tmp_path / "f.zarr", epsilon=True, min_depth=1, in_core=False)
+    assert "supports connectivity and outlets only" in str(e.value) and "--" not in str(e.value)
+    assert set(e.value.option) == {"connectivity", "outlets", "epsilon", "min_depth"}
 
 
 def test_tiled_refusal_says_what_it_supports(tmp_path, capsys):
