@@ -608,8 +608,7 @@ def write_geotiff(store_path, tif_path, overwrite=False, cog=True, shown=None):
     Nodata cells of the DEM (the output's ``elevation``, else the source store's) are 255,
     so they never read as 0 (a valid cell owning no edge); see :mod:`terrain.io.geotiff`.
     ``run_mst`` stages it (:func:`terrain.io.outputs.staged_path`), its name checked before;
-    ``shown``: the name an error gives it (the GeoTIFF writer names its folder, as for the
-    several files of a ``--geotiff-dir``), by default ``tif_path``.
+    ``shown``: the name an error gives it in place of the staged ``tif_path``.
     """
     from terrain.io.geotiff import write_geotiff as write_layer
 
@@ -619,7 +618,7 @@ def write_geotiff(store_path, tif_path, overwrite=False, cog=True, shown=None):
         valid = (store_path, "elevation")
     elif group.attrs.get("source") and is_store(group.attrs["source"]):
         valid = (group.attrs["source"], "elevation")
-    with naming(str(Path(tif_path).parent), shown or tif_path):
+    with naming(str(tif_path), shown):
         return write_layer(store_path, "mst", tif_path, read=read_block, cog=cog, nodata=255,
                            valid_from=valid, description=MST_BAND_DESCRIPTION,
                            resampling="nearest",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.errors import InputError
+from terrain.errors import InputError, naming
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.georef import warn_degrees
 from terrain.io.outputs import check_outputs
@@ -71,7 +71,8 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
         if out.suffix.lower() == ".zarr":
             _write_store(tmp, labels, gt, crs)
         else:
-            _write_tif(tmp, labels, gt, crs)
+            with naming(str(tmp), str(out)):  # a full disk names the output, not its partial
+                _write_tif(tmp, labels, gt, crs)
     return {"output": str(out), "outlets": [
         {"label": n, "row": r, "col": c, "x": cell_centre(r, c, gt)[0],
          "y": cell_centre(r, c, gt)[1], "cells": int(counts[n - 1]),

@@ -193,8 +193,8 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None)
     4096² cost distance one at a time, 2-core VM, 106-110 MiB against 130-143 MiB two at
     once, 1.22-1.57 s against 1.16-1.26 s; an 8192² fill's 5.3-6.0 s against 4.3-4.6). Every
     file appears only when all are written; a failure leaves nothing (a folder made for
-    them is removed). A full disk is one :class:`InputError` naming the folder (libtiff's
-    stderr lines dropped).
+    them is removed). A full disk is one :class:`InputError` naming the file, or the folder
+    of several (libtiff's stderr lines dropped).
 
     ``read(store, name, (r0, r1, c0, c1))`` reads every window written, of the layer and of
     its ``valid_from`` mask, whole chunks and at least 512² at a time. The pipelines pass
@@ -209,8 +209,10 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None)
                      name=j["array_name"], read=read, store=store) for j in jobs]
     trim_free_memory()  # what the caller freed (a solve's grids) before GDAL's buffers come
     folders = list(dict.fromkeys(Path(j["tif_path"]).parent for j in jobs))
+    # what a full disk names: the one file, as every other writer names its output
+    named = Path(jobs[0]["tif_path"]) if len(jobs) == 1 else folders[0] if jobs else None
     if jobs:
-        _check_room(prepared, folders[0])
+        _check_room(prepared, folders[0], named)
     made = [f for f in folders if not f.exists()]
     try:
         for f in made:
@@ -218,7 +220,7 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None)
                 f.mkdir()
             except OSError as e:
                 if e.errno in DISK_FULL:
-                    raise InputError(f"{f}: {e.strerror} while writing the GeoTIFFs; "
+                    raise InputError(f"{named}: {e.strerror} while writing the GeoTIFFs; "
                                      "nothing written") from None
                 raise
         import rasterio
@@ -240,7 +242,7 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None)
                 full = disk_full_reason(e, folders[0])
                 if full:
                     held.drop = tuple(os.strerror(n) for n in DISK_FULL)
-                    raise InputError(f"{folders[0]}: {full} while writing the GeoTIFFs; "
+                    raise InputError(f"{named}: {full} while writing the GeoTIFFs; "
                                      "nothing written") from None
                 raise
     except BaseException:
@@ -262,17 +264,17 @@ def stage_geotiffs(store, directory, layers, *, read, cog=True, memory=None):
     return [str(p) for p in files]
 
 
-def _check_room(prepared, folder):
-    """:class:`InputError` before any write when ``folder`` cannot hold the layers'
-    uncompressed stages and their overviews, a third more at most (GDAL would report a full
-    disk on stderr, line after line)."""
+def _check_room(prepared, folder, named):
+    """:class:`InputError` naming ``named`` before any write when ``folder`` cannot hold the
+    layers' uncompressed stages and their overviews, a third more at most (GDAL would report
+    a full disk on stderr, line after line)."""
     need = sum(p["rows"] * p["cols"] * p["dtype"].itemsize for p in prepared) * 4 // 3
     try:
         free = shutil.disk_usage(folder if folder.exists() else folder.parent).free
     except OSError:
         return
     if free < need:
-        raise InputError(f"{folder}: {os.strerror(errno.ENOSPC)} while writing the GeoTIFFs; "
+        raise InputError(f"{named}: {os.strerror(errno.ENOSPC)} while writing the GeoTIFFs; "
                          f"nothing written (about {need / 1e6:.1f} MB needed while they are "
                          f"written, {free / 1e6:.1f} MB free)")
 

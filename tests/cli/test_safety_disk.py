@@ -178,6 +178,31 @@ def test_mst_geotiff_out_of_space_names_the_file(tmp_path, monkeypatch, capfd):
     assert os.listdir(tmp_path / "small") == []
 
 
+def test_watershed_out_of_space_names_the_file(tmp_path, monkeypatch, capfd):
+    """``watershed ... -o /small/w.tif`` on a full disk named the folder, ``/small: No space
+    left on device while writing the GeoTIFFs``; every other writer names its output."""
+    import errno
+
+    from cli import run_main
+    from terrain.io import geotiff, write_synth
+
+    write_synth(tmp_path / "g.asc", 40, 50, seed=3)
+    rc, _, err = run_main(capfd, "flow", tmp_path / "g.asc", "-o", tmp_path / "f.zarr")
+    assert rc == 0, err
+    (tmp_path / "small").mkdir()
+
+    def out_of_space(p, tmp, cog, threads):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(geotiff, "_write_one", out_of_space)
+    tif = tmp_path / "small" / "w.tif"
+    rc, out, err = run_main(capfd, "watershed", tmp_path / "f.zarr", "--outlet-cell", "20,25",
+                            "-o", tif, scheduler=None)
+    assert rc == 2 and out == "", err
+    assert err.strip() == (f"terrain: {tif}: No space left on device while writing the "
+                           "GeoTIFFs; nothing written")
+    assert os.listdir(tmp_path / "small") == []
+
+
 def test_out_of_memory_is_one_line_and_leaves_nothing(tmp_path, dem, monkeypatch, capsys):
     """Memory exhausted mid-run (the host's, or the device's: CuPy's OutOfMemoryError is a
     MemoryError): one line with the allocation's message, status 2, no partial output."""
