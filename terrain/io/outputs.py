@@ -372,26 +372,70 @@ def stale_partials(target):
 def hold_lock(target, busy="another terrain run is writing this output", shown=None):
     """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it
     (``busy``: what the refusal says after ``shown``, by default the target's name), or
-    when its folder takes no file."""
+    when its folder takes no file. Yields the folder, held open: the lock is made and removed
+    through it, so that a folder moved meanwhile keeps no lock (:func:`_folder_gone`)."""
     target = Path(target)
     shown = target if shown is None else shown
-    lock_path = target.with_name(f".{target.name}.lock")
+    lock = f".{target.name}.lock"
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        folder = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
         raise InputError(f"{target.parent}: cannot write there ({e.strerror})") from None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise InputError(f"{shown}: {busy}") from None
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644, dir_fd=folder)
+        except OSError as e:
+            raise InputError(f"{target.parent}: cannot write there ({e.strerror})") from None
         try:
-            yield
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise InputError(f"{shown}: {busy}") from None
+            try:
+                yield folder
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock, dir_fd=folder)
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(lock_path)
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(folder)
+
+
+def _folder_gone(folder, path):
+    """Is the folder ``path``, held open as ``folder`` (a descriptor), removed or moved (its
+    path no longer leads to it)?"""
+    try:
+        return not os.path.samestat(os.fstat(folder), os.stat(path))
+    except OSError:
+        return True
+
+
+def _folder_gone_error(given):
+    return InputError(f"{given}: its folder was removed or moved while the run wrote it; "
+                      "nothing written")
+
+
+def _remove_made_again(target, tmp):
+    """Remove the partial ``tmp`` at its path, where a writer made it again in a folder made
+    again (zarr's store makes the folders it misses), and that folder if nothing else is in
+    it; not while a run holds the lock of ``target`` there."""
+    if os.path.lexists(tmp) and not os.path.lexists(tmp.with_name(f".{target.name}.lock")):
+        _remove(tmp)
+        with contextlib.suppress(OSError):
+            os.rmdir(tmp.parent)
+
+
+def _remove_in(folder, name):
+    """Remove the file or tree ``name`` in the folder held open as ``folder``, wherever it
+    is now (a partial the run made, in a folder moved meanwhile)."""
+    try:
+        if stat.S_ISDIR(os.lstat(name, dir_fd=folder).st_mode):
+            shutil.rmtree(name, dir_fd=folder, ignore_errors=True)
+        else:
+            os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        pass
 
 
 def format_bytes(n):
@@ -489,20 +533,25 @@ def _staging(companions, notify):
     removes the staged files and a folder made for them, leaving the companions as they
     were. The caller puts them in place (:func:`_put_in_place`)."""
     made = [f for f in dict.fromkeys(c.parent for c in companions) if not f.exists()]
+    folders = []
     try:
         for f in made:
             f.mkdir()
         with contextlib.ExitStack() as stack:
             for c in companions:
-                stack.enter_context(hold_lock(c))
+                folders.append(stack.enter_context(hold_lock(c)))
                 for stale in stale_partials(c):
                     _remove(stale)
                     notify(f"removed {stale}, left by an interrupted run")
             try:
                 yield
-            except BaseException:
-                for c in companions:
-                    _remove(staged_path(c))
+            except BaseException as e:
+                gone = [c for c, f in zip(companions, folders) if _folder_gone(f, c.parent)]
+                for c, f in zip(companions, folders):
+                    _remove_in(f, staged_path(c).name)
+                if gone and isinstance(e, Exception):
+                    made = [f for f in made if f not in {c.parent for c in gone}]
+                    raise _folder_gone_error(gone[0]) from None
                 raise
     except BaseException:
         for f in made:
@@ -583,7 +632,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
         _check_replaceable(c, c, overwrite)
     target = write_path(given)
     tmp = partial_path(target, key)
-    with hold_lock(target), _staging(companions, notify):
+    with hold_lock(target) as folder, _staging(companions, notify):
         if _finish_swaps(target, given, notify) and not overwrite:
             _check_replaceable(given, target, overwrite)  # there again: as if it never went
         for trash in _trash(target):  # a removal that did not finish (its process killed)
@@ -618,17 +667,22 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                 if companions:
                     attrs[RUN_ATTR] = key
                 _write_json(tmp / "zarr.json", root)
-        except OSError as e:
-            _remove(tmp)
-            if e.errno in DISK_FULL:
-                raise InputError(f"{given}: {e.strerror or 'no space left'} in "
-                                 f"{target.parent}; nothing written") from None
-            raise
+            if _folder_gone(folder, target.parent):  # its rename would fail or go astray
+                raise _folder_gone_error(given)
         except BaseException as e:
+            # a folder removed or moved: the run's writes there failed, whatever they said;
+            # its partial goes, from where the folder is now
+            gone = isinstance(e, Exception) and _folder_gone(folder, target.parent)
             # an error that says the work may go on elsewhere (a lost cluster) keeps the
             # partial and its checkpoints for a resumed run; anything else leaves nothing
-            if not getattr(e, "keep_partial", False):
-                _remove(tmp)
+            if gone or not getattr(e, "keep_partial", False):
+                _remove_in(folder, tmp.name)
+            if gone:
+                _remove_made_again(target, tmp)
+                raise _folder_gone_error(given) from None
+            if isinstance(e, OSError) and e.errno in DISK_FULL:
+                raise InputError(f"{given}: {e.strerror or 'no space left'} in "
+                                 f"{target.parent}; nothing written") from None
             raise
         # a signal here would stop the run with its output replaced and the old one left
         # beside it, saying it was stopped: it is held, and the output goes into place

@@ -226,3 +226,52 @@ def test_numba_kernels_run_without_a_writable_cache_folder(tmp_path):
     # the same grid as a run with a cache
     assert run_terrain(*argv, "u.asc", cwd=tmp_path).returncode == 0
     assert (tmp_path / "t.asc").read_bytes() == (tmp_path / "u.asc").read_bytes()
+
+
+#: where each command is stopped to take its output's folder away, in the middle of its
+#: writes: (module, function, the folder's file to expect in the message, extra arguments)
+FOLDER_TAKEN_AT = {
+    "ingest": ("pipelines.ingest", "create_elevation", "x.zarr", []),
+    "mst": ("pipelines.mst", "finish_store", "x.zarr", []),
+    "fill": ("pipelines.fill", "finish_store", "x.zarr", []),
+    "cost-distance": ("terrain.io.geotiff", "_write_one", "distance.tif",
+                      ["--source-cell", "3,3"]),
+}
+
+
+@pytest.mark.parametrize("how", ["removed", "moved"])
+@pytest.mark.parametrize("command", sorted(FOLDER_TAKEN_AT))
+def test_the_outputs_folder_taken_away_mid_run_is_one_line(tmp_path, monkeypatch, capfd,
+                                                           command, how):
+    """``mkdir sub; ingest g.asc -o sub/x.zarr & rm -rf sub`` (or ``mv sub sub2``; also mst,
+    fill, and cost-distance's --geotiff-dir sub): a 64-line traceback ending in the partial's
+    FileNotFoundError (or zarr's "no Zarr group"), exit 1, and the moved folder kept the lock
+    and the partial. Now one line, exit 2, and the run removes what it made there wherever
+    the folder went."""
+    import importlib
+    import shutil
+
+    from cli import run_main
+    from terrain.io import write_synth
+
+    module, name, shown, extra = FOLDER_TAKEN_AT[command]
+    module = importlib.import_module(module)
+    write_synth(tmp_path / "g.asc", 60, 80, seed=3)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    real = getattr(module, name)
+
+    def take_away(*args, **kwargs):
+        if sub.exists():
+            shutil.rmtree(sub) if how == "removed" else sub.rename(tmp_path / "sub2")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, take_away)
+    out = ["-o", tmp_path / "x.zarr", "--geotiff-dir", sub] if command == "cost-distance" \
+        else ["-o", sub / "x.zarr"]
+    rc, stdout, err = run_main(capfd, command, tmp_path / "g.asc", *out, *extra)
+    assert (rc, stdout, "Traceback" in err) == (2, "", False), err
+    assert err.strip() == (f"terrain: {sub / shown}: its folder was removed or moved while "
+                           "the run wrote it; nothing written")
+    assert sorted(os.listdir(tmp_path)) == ["g.asc"] + (["sub2"] if how == "moved" else [])
+    if how == "moved":
+        assert os.listdir(tmp_path / "sub2") == []
