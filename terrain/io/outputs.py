@@ -170,6 +170,35 @@ def _check_replaceable(out, real, overwrite):
         raise OutputExists(f"{out}: output exists")
     if real.is_dir() and not (real / "zarr.json").is_file():
         raise InputError(f"{out}: is a directory but not a tile store; not replacing it")
+    with contextlib.suppress(OSError):
+        owner, folder = os.lstat(real).st_uid, os.stat(real.parent)
+        # a sticky folder (/tmp, a shared 1777 one) lets only the owners rename an entry
+        if (folder.st_mode & stat.S_ISVTX and os.geteuid() not in (owner, folder.st_uid)
+                and not _capable(CAP_FOWNER)):
+            raise InputError(f"{out}: cannot be replaced: it belongs to another user "
+                             f"({_user(owner)}) in the shared (sticky) folder {real.parent}")
+
+
+#: the capability that renames another user's entry of a sticky folder (linux/capability.h)
+CAP_FOWNER = 3
+
+
+def _capable(capability):
+    """Does this process hold ``capability`` (its effective set; Linux, else assumed)?"""
+    try:
+        with open("/proc/self/status") as f:
+            caps = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    except (OSError, StopIteration, ValueError):
+        return True
+    return bool(caps >> capability & 1)
+
+
+def _user(uid):
+    import pwd
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 #: suffixes of files, not folders: a store named so is a mistake (``-o out.tif`` would make a

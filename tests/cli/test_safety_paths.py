@@ -275,3 +275,46 @@ def test_the_outputs_folder_taken_away_mid_run_is_one_line(tmp_path, monkeypatch
     assert sorted(os.listdir(tmp_path)) == ["g.asc"] + (["sub2"] if how == "moved" else [])
     if how == "moved":
         assert os.listdir(tmp_path / "sub2") == []
+
+
+def _as_another_user(tmp_path, drop):
+    """A shared folder (mode 1777) owned by ``nobody`` and the command prefix that runs
+    terrain there as root without the capabilities ``drop`` (as another user would, whom no
+    capability lets past the folder's and the files' modes); skips where it cannot."""
+    import shutil
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv: files of another user")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)
+    shared.chmod(0o1777)
+    caps = ",".join(f"-{c}" for c in drop)
+    return shared, ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}"]
+
+
+def _chown_tree(path, uid):
+    os.chown(path, uid, uid)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.chown(os.path.join(root, name), uid, uid)
+
+
+def test_overwrite_of_another_users_output_in_a_sticky_folder_is_refused_first(tmp_path):
+    """Root's ``mst a.asc -o rootout.zarr`` in a 1777 folder, then another user's ``mst a.asc
+    -o rootout.zarr --overwrite``: the whole job ran, then ``cannot read (Operation not
+    permitted)`` from the rename, and the user's partial was left. Now refused before any
+    work, naming the reason; nothing left."""
+    shared, prefix = _as_another_user(tmp_path, ["fowner"])
+    proc = run_terrain("synth", "--rows", "30", "--cols", "40", "-o", "a.asc", cwd=shared)
+    assert proc.returncode == 0, proc.stderr
+    proc = run_terrain("mst", "a.asc", "-o", "rootout.zarr", *SYNC, cwd=shared)
+    assert proc.returncode == 0, proc.stderr
+    _chown_tree(shared / "rootout.zarr", 65534)
+    before = snapshot(shared)
+    proc = subprocess.run([*prefix, sys.executable, "-m", "terrain.run", "mst", "a.asc", "-o",
+                           "rootout.zarr", "--overwrite", *SYNC], cwd=shared,
+                          env=child_env(), capture_output=True, text=True)
+    assert_one_line_error(proc, "terrain: rootout.zarr: cannot be replaced: it belongs to "
+                                f"another user (nobody) in the shared (sticky) folder {shared}")
+    assert proc.stdout == ""
+    assert snapshot(shared) == before
