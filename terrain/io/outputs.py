@@ -414,7 +414,7 @@ def hold_lock(target, busy="another terrain run is writing this output", shown=N
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644, dir_fd=folder)
         except OSError as e:
-            raise InputError(f"{target.parent}: cannot write there ({e.strerror})") from None
+            raise _lock_refused(target.parent / lock, e, f"{shown}: {busy}") from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -429,6 +429,29 @@ def hold_lock(target, busy="another terrain run is writing this output", shown=N
             os.close(fd)
     finally:
         os.close(folder)
+
+
+def _lock_refused(path, error, busy):
+    """The refusal of the lock file ``path`` that this user may not open (``error``): one a
+    run of another user holds is ``busy``; one such a run left, in a shared folder, is named
+    (only its owner may remove it there); else the folder takes no file."""
+    try:
+        owner = os.lstat(path).st_uid
+    except OSError:
+        owner = os.geteuid()  # none there: the folder refused the new file
+    if owner == os.geteuid():
+        return InputError(f"{path.parent}: cannot write there ({error.strerror})")
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return InputError(busy)
+        finally:
+            os.close(fd)
+    return InputError(f"{path}: the lock of a run of another user ({_user(owner)}), left "
+                      f"where this user may not take it ({error.strerror}); that user can "
+                      "remove it once no run of theirs writes this output")
 
 
 def _folder_gone(folder, path):
@@ -570,8 +593,7 @@ def _staging(companions, notify):
             for c in companions:
                 folders.append(stack.enter_context(hold_lock(c)))
                 for stale in stale_partials(c):
-                    _remove(stale)
-                    notify(f"removed {stale}, left by an interrupted run")
+                    _clear_stale(stale, stale, stale == staged_path(c), notify)
             try:
                 yield
             except BaseException as e:
@@ -586,6 +608,33 @@ def _staging(companions, notify):
         for f in made:
             shutil.rmtree(f, ignore_errors=True)
         raise
+
+
+def _clear_stale(stale, shown, own, notify):
+    """Remove the partial ``stale`` an interrupted run left (``shown``: its name for the
+    user) and say so; one that stays (another user's, in a shared folder) is said to stay,
+    and refused when it is where this run writes (``own``)."""
+    errors = []
+    if stale.is_dir() and not stale.is_symlink():
+        shutil.rmtree(stale, onerror=lambda *a: errors.append(a[2][1]))
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            try:
+                stale.unlink()
+            except OSError as e:
+                errors.append(e)
+    if not os.path.lexists(stale):
+        notify(f"removed {shown}, left by an interrupted run")
+        return
+    whose = ""
+    with contextlib.suppress(OSError):
+        if (uid := os.lstat(stale).st_uid) != os.geteuid():
+            whose = f" of another user ({_user(uid)})"
+    why = f"cannot be removed ({errors[0].strerror if errors else 'still there'})"
+    if own:
+        raise InputError(f"{shown}: left by an interrupted run{whose}, where this run writes, "
+                         f"{why}; nothing written")
+    notify(f"{shown}: left by an interrupted run{whose}, {why}; kept")
 
 
 def _put_in_place(companions):
@@ -679,8 +728,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             if resume and stale == tmp:
                 notify(f"resuming from {shown}, left by an interrupted run")
                 continue
-            _remove(stale)
-            notify(f"removed {shown}, left by an interrupted run")
+            _clear_stale(stale, shown, stale == tmp, notify)
         try:
             yield tmp
             raise_if_stopped()  # a stop whose exception a callback from C dropped

@@ -318,3 +318,58 @@ def test_overwrite_of_another_users_output_in_a_sticky_folder_is_refused_first(t
                                 f"another user (nobody) in the shared (sticky) folder {shared}")
     assert proc.stdout == ""
     assert snapshot(shared) == before
+
+
+def test_another_users_killed_run_in_a_sticky_folder_is_named(tmp_path, monkeypatch, capfd):
+    """A run of another user killed in a shared 1777 folder left its ``.k.zarr.lock`` and
+    ``.k.zarr.partial-KEY``: the same command then said ``shared: cannot write there
+    (Permission denied)`` (the folder takes files; the lock is the blocker), and once the
+    lock was gone ``removed .k.zarr.partial-KEY, left by an interrupted run`` of a partial
+    still there. Now the lock is named as another user's; a partial that stays is said to
+    stay, and refused where the run writes (a partial of other options: kept, the run goes
+    on)."""
+    import pipelines.mst
+    from cli import run_main
+    from terrain.io.outputs import OtherRunsPartial
+
+    shared, prefix = _as_another_user(tmp_path, ["dac_override", "dac_read_search", "fowner"])
+    proc = run_terrain("synth", "--rows", "30", "--cols", "40", "-o", "a.asc", cwd=shared)
+    assert proc.returncode == 0, proc.stderr
+
+    def killed(*args):  # the run's partial is kept, as a killed run leaves it
+        raise OtherRunsPartial("killed")
+    monkeypatch.setattr(pipelines.mst, "finish_store", killed)
+    monkeypatch.chdir(shared)
+    assert run_main(capfd, "mst", "a.asc", "-o", "k.zarr")[0] == 2
+    [partial] = [p for p in os.listdir(shared) if p.startswith(".k.zarr.partial-")]
+    (shared / ".k.zarr.lock").touch()
+    other = shared / ".k.zarr.partial-0123456789abcdef"
+    other.mkdir()
+    (other / "zarr.json").write_text("{}")
+    for name in (".k.zarr.lock", partial, other.name):
+        _chown_tree(shared / name, 65534)
+
+    def terrain(*argv):
+        return subprocess.run([*prefix, sys.executable, "-m", "terrain.run", *argv, *SYNC],
+                              cwd=shared, env=child_env(), capture_output=True, text=True)
+
+    before = snapshot(shared)
+    proc = terrain("mst", "a.asc", "-o", "k.zarr")
+    assert_one_line_error(proc, f"terrain: {shared}/.k.zarr.lock: the lock of a run of "
+                                "another user (nobody), left where this user may not take it "
+                                "(Permission denied)")
+    assert snapshot(shared) == before
+    (shared / ".k.zarr.lock").unlink()  # by that user
+    proc = terrain("mst", "a.asc", "-o", "k.zarr")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        f"terrain: {partial}: left by an interrupted run of another user (nobody), where "
+        "this run writes, cannot be removed (Permission denied); nothing written")
+    shutil_rmtree = __import__("shutil").rmtree
+    shutil_rmtree(shared / partial)  # by that user: the run goes on, the other partial kept
+    proc = terrain("mst", "a.asc", "-o", "k.zarr")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        f"terrain: {other.name}: left by an interrupted run of another user (nobody), cannot "
+        "be removed (Permission denied); kept")
+    assert other.is_dir() and (shared / "k.zarr" / "zarr.json").is_file()
