@@ -160,6 +160,18 @@ def test_a_stream_is_no_output(home, argv, name):
     assert snapshot(home) == before
 
 
+def _bound_by_modes():
+    """The command prefix that lets files' modes stop this process: as root, whom no mode
+    stops, the capabilities to override them dropped (skips without setpriv); else none."""
+    import shutil
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: no mode stops this process")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+            "--inh-caps=-dac_override,-dac_read_search"]
+
+
 @pytest.mark.parametrize("argv", [["mst", "d/g.asc", "-o", "x.zarr"],
                                   ["fill", "d/g.asc", "-o", "x.zarr"],
                                   ["bfs", "d/g.asc", "--source", "0"]])
@@ -170,12 +182,7 @@ def test_an_input_in_a_folder_that_may_not_be_entered_is_one_line(tmp_path, argv
     import shutil
     (tmp_path / "d").mkdir()
     shutil.copy(Path(__file__).parents[2] / "data" / "sample.asc", tmp_path / "d" / "g.asc")
-    prefix = []
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("root without setpriv: no mode stops this process")
-        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
-                  "--inh-caps=-dac_override,-dac_read_search"]
+    prefix = _bound_by_modes()
     (tmp_path / "d").chmod(0)
     try:
         proc = subprocess.run([*prefix, sys.executable, "-m", "terrain.run", *argv],
@@ -194,12 +201,7 @@ def test_numba_kernels_run_without_a_writable_cache_folder(tmp_path):
     is a copy in a read-only folder; as root, whom no mode stops, the command runs without the
     capability to override modes."""
     import shutil
-    prefix = []
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("root without setpriv: no mode stops this process")
-        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
-                  "--inh-caps=-dac_override,-dac_read_search"]
+    prefix = _bound_by_modes()
     site, tmp = tmp_path / "site", tmp_path / "tmp"
     shutil.copytree(ROOT / "terrain", site / "terrain",
                     ignore=shutil.ignore_patterns("__pycache__"))
