@@ -82,10 +82,12 @@ _CHECK_SIGNATURES = {
                                                    ctypes.c_void_p]),
 }
 
+_CERT_SIGNATURES = {**_MST_CERT_SIGNATURES, **_CHECK_SIGNATURES}
+
 
 def _checks():
     """The C library with the certificates' passes declared."""
-    return native.declared({**_MST_CERT_SIGNATURES, **_CHECK_SIGNATURES})
+    return native.declared(_CERT_SIGNATURES)
 
 
 def _cell(c, cols):

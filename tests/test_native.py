@@ -92,3 +92,23 @@ def test_the_shared_temp_folder_is_used_only_as_this_users_own(monkeypatch, tmp_
         shared.mkdir(mode=0o700)
         os.chown(shared, 65534, 65534)
         assert shared not in native._cache_dirs()
+
+
+
+def test_a_table_made_where_a_freed_one_was_gets_its_kernels_declared(monkeypatch):
+    """Kernels were declared once per table ``id``: a table made after another was freed may
+    take its ``id``, and its kernels went undeclared (64-bit arguments passed as C ints: a
+    pointer cut to 32 bits, a crash now and then: verify's certificates crashed the
+    watershed's kernel so). Every table here shares one ``id``, as such tables do."""
+    import ctypes
+
+    lib = native.load_library()
+    monkeypatch.setitem(vars(lib), "_terrain_declared", set())
+    kernel = lib.terrain_lf_count
+    monkeypatch.setattr(kernel, "argtypes", None)
+    monkeypatch.setattr(kernel, "restype", ctypes.c_int)
+    monkeypatch.setattr(native, "id", lambda table: 1, raising=False)
+    native.declared({"terrain_free": (None, [ctypes.c_void_p])})
+    native.declared({"terrain_lf_count": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int64])})
+    assert list(kernel.argtypes) == [ctypes.c_void_p, ctypes.c_int64]
+    assert kernel.restype is ctypes.c_int64

@@ -183,16 +183,18 @@ def load_library():
 def declared(signatures):
     """The library with ``signatures`` (``{name: (restype, argtypes)}``) declared on it: each
     module keeps the signatures of the kernels it calls in one table and calls through this.
-    Declared once per table and library (tables are module constants)."""
+    Each kernel is declared once, by its name: a table's ``id`` (how this was keyed) is
+    reused by a table made after another was freed, whose kernels then went undeclared and
+    took 64-bit arguments as C ints (a pointer cut to 32 bits: a crash now and then)."""
     lib = load_library()
     done = vars(lib).setdefault("_terrain_declared", set())
-    if id(signatures) not in done:
+    if not done.issuperset(signatures):
         with _lib_lock:
             for name, (restype, argtypes) in signatures.items():
                 fn = getattr(lib, name)
                 fn.restype = restype
                 fn.argtypes = argtypes
-            done.add(id(signatures))
+                done.add(name)
     return lib
 
 
