@@ -28,9 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import code_identity, finish_companions, input_identity
-from terrain.io.remote import (CHECKPOINT_DIR, filesystem, inside, is_remote, object_entries,
-                               remove_tree)
+from terrain.io.outputs import CHECKPOINT_DIR, code_identity, finish_companions, input_identity
+from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
            "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result",

@@ -148,6 +148,28 @@ def test_atomic_output_leaves_nothing_on_failure(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
 
 
+
+def test_a_resumed_output_says_it_resumes_only_a_partial_with_finished_steps(tmp_path):
+    """A run killed before its first step's end leaves a partial without checkpoints: a
+    resumed run starts over there, and says so, not that it resumes it."""
+    import shutil
+
+    from terrain.io.outputs import CHECKPOINT_DIR, partial_path
+    target = tmp_path / "out.zarr"
+    for steps, said in ((0, "removed"), (1, "resuming from")):
+        partial = partial_path(target, "k1")
+        (partial / CHECKPOINT_DIR).mkdir(parents=True)
+        for i in range(steps):
+            (partial / CHECKPOINT_DIR / f"step{i}.npz").write_bytes(b"")
+        notices = []
+        with atomic_output(target, key="k1", resume=True, notify=notices.append) as tmp:
+            assert (tmp / CHECKPOINT_DIR).is_dir() == bool(steps)
+            tmp.mkdir(exist_ok=True)
+            (tmp / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+        assert notices == [f"{said} {partial}, left by an interrupted run"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
+        shutil.rmtree(target)
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_a_callback_from_c_dropped_publishes_nothing(tmp_path, signum):

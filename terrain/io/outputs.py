@@ -34,7 +34,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..startup import raise_if_stopped, signals_held
 
-__all__ = ["atomic_output", "finish_companions", "staged_path", "check_output_free",
+__all__ = ["atomic_output", "CHECKPOINT_DIR", "finish_companions", "staged_path", "check_output_free",
            "output_beside", "code_identity", "written_by", "WRITTEN_BY_ATTR",
            "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
@@ -666,6 +666,20 @@ def finish_companions(target, key, companions, write, notify=_notice):
     return True
 
 
+#: the folder of a partial output where a resumable run keeps its finished steps' results
+#: (``pipelines._resume``); at a URL, one folder in it per run key
+CHECKPOINT_DIR = ".terrain-checkpoints"
+
+
+def _has_checkpoints(partial):
+    """Does the local partial output hold a finished step's result (a run killed before its
+    first holds none: a resumed run starts it over)?"""
+    try:
+        return any(e.name.endswith(".npz") for e in os.scandir(Path(partial) / CHECKPOINT_DIR))
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                   notify=_notice, companions=()):
@@ -725,7 +739,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                 "terrain, and is kept")
         for stale in stale_ones:
             shown = given.parent / stale.name  # in the user's terms
-            if resume and stale == tmp:
+            if resume and stale == tmp and _has_checkpoints(tmp):
                 notify(f"resuming from {shown}, left by an interrupted run")
                 continue
             _clear_stale(stale, shown, stale == tmp, notify)

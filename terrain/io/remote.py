@@ -40,7 +40,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import InputError
-from .outputs import OtherRunsPartial, OutputExists
+from .outputs import CHECKPOINT_DIR, OtherRunsPartial, OutputExists
 
 __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store_state",
            "check_url_output", "fetch", "publish", "ROOT_METADATA", "Location",
@@ -605,11 +605,6 @@ def _remove_prefix(fs, root):
     if fs.exists(root):
         with contextlib.suppress(FileNotFoundError):
             fs.rm(root, recursive=True)
-
-
-#: the folder of a partial output's checkpoints (``pipelines._resume``); under a prefix at a
-#: URL, one folder in it per run key
-CHECKPOINT_DIR = ".terrain-checkpoints"
 
 
 def _other_runs_only(fs, root, key):
