@@ -290,6 +290,8 @@ def test_dataarray_georeference_in_attributes():
     (lambda z: terrain.fill(z, 8.5), "^connectivity 8.5 is not 4 or 8"),
     # 8.5 is no connectivity, not 8: the flow of a filled DEM and the certificates refuse it
     (lambda z: terrain.flow(z, connectivity=8.5, filled=True), "^connectivity 8.5 is not 4 or 8"),
+    (lambda z: terrain.flow(z[:0], connectivity=8.5, filled=True),  # no cell: refused alike
+     "^connectivity 8.5 is not 4 or 8"),
     (lambda z: __import__("terrain.verify").verify.verify_grid_mst(z, np.ones(z.shape, bool),
                                                                    8.5),
      "^connectivity 8.5 is not 4 or 8"),

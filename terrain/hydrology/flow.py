@@ -638,6 +638,7 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
         if out.shape != z.shape:
             raise InputError(f"outlets: {out.shape} cells, the DEM {z.shape}")
         out = out.view(np.uint8)
+    check_connectivity(connectivity)  # FlowSpec's own check: an empty grid makes none
     if z.size == 0:  # no cell: no direction (as an empty fill)
         return FlowDirections(where.xp.empty(z.shape, np.uint8), {
             "cells": 0, "flat_cells": 0, "outlets": 0, "undrained": 0, "flat_passes": 0,
