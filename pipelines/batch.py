@@ -508,7 +508,7 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, e
                     row.update(identity=before.get("identity"), params=before.get("params"),
                                summary=before.get("summary"), output_kept=True)
             except InputError as e:
-                row.update(status="failed", error=str(e))
+                row.update(status="failed", error=explain(e))
             except Exception as e:  # a bug in one file's run must not stop the others
                 first = (str(e).splitlines() or [""])[0]
                 row.update(status="failed", error=f"{type(e).__name__}: {first}")

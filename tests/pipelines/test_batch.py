@@ -614,6 +614,21 @@ def test_the_api_names_no_flags(tmp_path):
     assert e.value.option == "overwrite"
 
 
+def test_a_files_refusal_in_a_row_reads_as_the_command_says_it(tmp_path):
+    """The row of a file a command refuses carries the command line's hint, as the command
+    run on that file alone prints it (it had the library's message only)."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.asc").write_bytes(SAMPLE.read_bytes())  # not depression-filled
+    alone = run_terrain("flow", "d/a.asc", "-o", "x.zarr", "--filled", cwd=tmp_path)
+    said = alone.stderr.strip().removeprefix("terrain: ")
+    assert alone.returncode == 2 and said.endswith("(without --filled, flow fills the DEM "
+                                                   "first)"), alone.stderr
+    proc = run_terrain("batch", "flow", "d/*", "-o", "out", "--filled", "--scheduler",
+                       "synchronous", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert _manifest(tmp_path / "out")["a.asc"]["error"] == said.replace("x.zarr", "out/a.zarr")
+
+
 def test_batch_checks_its_output_folder_before_it_starts_a_scheduler(tmp_path, monkeypatch):
     """A folder it cannot create was refused after the scheduler started (its dashboard
     line printed first)."""
