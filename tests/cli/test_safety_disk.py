@@ -235,17 +235,21 @@ def test_an_interrupt_inside_a_compiled_kernel_is_one_line(tmp_path, dem, monkey
 
     @numba.njit(nogil=True)
     def spin(flag):  # until told, then a tuple of arrays to box, as the fill kernels return
+        flag[1] = 1  # running: the signal may come
         while not stopped(flag):
             pass
         return np.zeros(3), np.zeros(2, np.int64)
 
-    flag = np.zeros(1, np.uint8)
-    spin(np.ones(1, np.uint8))  # compiled before the signal
+    flag = np.zeros(2, np.uint8)
+    spin(np.ones(2, np.uint8))  # compiled before the signal
 
-    def interrupt():
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.1)
+    def interrupt():  # once the kernel runs (a signal before would reach pytest itself)
+        deadline = time.monotonic() + 120
+        while not flag[1] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if flag[1]:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
         flag[0] = 1
 
     timer = threading.Thread(target=interrupt)
