@@ -33,6 +33,7 @@ import numpy as np
 
 from terrain.backend import get_backend
 from terrain.errors import InputError
+from terrain.grid.edges import DIRECTIONS
 from terrain.grid.mst import grid_mst
 from terrain.grid.mst_device import device_mst
 
@@ -40,8 +41,9 @@ from .common import verdict
 
 __all__ = ["bench_mst_ecl", "write_egr", "build_ecl", "relief"]
 
-_NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-_NB_DC = np.array([1, 0, 1, -1, -1, 0, -1, 1], np.int64)
+# the grid's 8 neighbours: terrain's edge directions, then their reverses
+_NB_DR = np.array([dr for dr, _ in DIRECTIONS] + [-dr for dr, _ in DIRECTIONS], np.int64)
+_NB_DC = np.array([dc for _, dc in DIRECTIONS] + [-dc for _, dc in DIRECTIONS], np.int64)
 
 
 @numba.njit(cache=True, parallel=True)
