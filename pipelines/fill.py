@@ -9,7 +9,8 @@ Two routes, one choice (:func:`fill_route`), the same store bit for bit
   written shard by shard.
 * *tiled* (out of core): one graph: the grid MST's (weight ``max``) writes the ``mst`` mask,
   then the fill walk and the label walk over the same quadtree plan (groups = shards;
-  docs/hydrology.md, "Out of core"). Peak memory: a group's block per running task plus
+  docs/hydrology.md, "Out of core"), :func:`terrain.hydrology.fill_walks` with the steps
+  as tasks, each group reading its blocks from and writing them to the stores. Peak memory: a group's block per running task plus
   O(perimeter) per node.
 
 Stores at URLs travel to the tasks as :class:`terrain.io.remote.Location` values, which each
@@ -27,16 +28,15 @@ import numpy as np
 
 from terrain.backend import get_backend
 from terrain.errors import InputError, naming
-from terrain.hydrology import (SINKS_MEANING, FillSpec, fill_depressions, fill_leaf_down,
-                               fill_leaf_up, fill_merge, fill_split, label_border, label_count,
-                               label_ids, label_merge, label_numbering, label_split)
+from terrain.hydrology import (LAKE_LABELS, SINKS_MEANING, FillSpec, fill_depressions,
+                               fill_walks)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, unit_of, write_georeference
 from terrain.io.outputs import output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
                                output_at, remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
-from terrain.tiles import is_store, open_store, walk_down, walk_up
+from terrain.tiles import is_store, open_store
 from terrain.tiles.store import (create_layer, read_block, read_layer, tiles_per_shard,
                                   write_block, write_layers)
 
@@ -60,10 +60,9 @@ GEOTIFF_LAYERS = tuple(LAYERS)
 #: beside the grid MST's: every step of the fill's walks (each idempotent: a group's writes
 #: are whole shards, the labels read from the scratch below)
 CHECKPOINTED = ("fill-",)
-#: the tiled route's scratch layer: each group's own lake labels, which the label walk turns
-#: into ``depression`` ids (read from here, not from ``depression`` itself, so that a step
-#: run twice, retried or resumed, writes the same ids)
-LAKE_LABELS = "lake_labels"
+#: the tiled route's scratch layer :data:`terrain.hydrology.LAKE_LABELS`: each group's own
+#: lake labels, which the label walk turns into ``depression`` ids (read from here, not from
+#: ``depression`` itself, so that a step run twice, retried or resumed, writes the same ids)
 _LAKE_LABELS = ("int32", 0, "scratch: a group's own numbering of its lakes")
 #: host bytes a cell the in-core fill takes: the priority flood's (DEM 4, levels 4, in
 #: strips labels 4, outlets 1, its queue), then the layers (filled over the levels, depth
@@ -201,35 +200,31 @@ def write_outlets(out_path, cells, shape, tile, side):
         write_block(out_path, "outlets", win, block)
 
 
-def _reader(dem_path, out_path):
-    """``read(name, r0, r1, c0, c1)`` for :func:`terrain.hydrology.read_halo`: the DEM from
-    ``dem_path``, the rest from the output."""
-    def read(name, r0, r1, c0, c1):
-        return read_block(dem_path if name == "elevation" else out_path, name, (r0, r1, c0, c1))
-    return read
+def _read(dem_path, out_path, name, r0, r1, c0, c1):
+    """:func:`terrain.hydrology.fill_walks`'s ``read``: the DEM from ``dem_path``, the
+    rest from the output."""
+    return read_block(dem_path if name == "elevation" else out_path, name, (r0, r1, c0, c1))
 
 
-def _up_task(dem_path, out_path, spec, upstream, level, i, j):
-    del upstream  # the forest's mask is written
-    return fill_leaf_up(_reader(dem_path, out_path), spec, level, i, j)
-
-
-def _write_task(dem_path, out_path, spec, prepared, names, level, i, j, incoming):
-    """A group's final levels: its layers in ``names`` written; returns its label border, its
-    label keys and statistics (``prepared``: a root group's only wait for the layers)."""
-    del prepared
-    b = fill_leaf_down(_reader(dem_path, out_path), spec, level, i, j, incoming)
+def _write_group(out_path, names, block):
+    """:func:`terrain.hydrology.fill_walks`'s ``keep``: a group's layers in ``names``
+    written; returns its statistics."""
     t0 = time.perf_counter()
-    filled, depth = b.layers()
+    filled, depth = block.layers()
     # the groups' own lake labels as scratch: the label walk writes ``depression``
-    for name, values in (("filled", filled), ("depth", depth), (LAKE_LABELS, b.labels)):
+    for name, values in (("filled", filled), ("depth", depth), (LAKE_LABELS, block.labels)):
         if name in names:
-            write_block(out_path, name, b.window, values)
-    s = b.stats
+            write_block(out_path, name, block.window, values)
+    s = block.stats
     s["times"]["write"] = time.perf_counter() - t0
     s["written_bytes"] = filled.nbytes * 3
-    s.update(_block_stats(b.z, b.levels, b.outlet, depth))
-    return label_border(b, spec.shape[1]), b.keys, s
+    s.update(_block_stats(block.z, block.levels, block.outlet, depth))
+    return s
+
+
+def _write_ids(out_path, window, ids):
+    """:func:`terrain.hydrology.fill_walks`'s ``write_ids``."""
+    write_block(out_path, "depression", window, ids)
 
 
 def _block_stats(z, levels, outlet, depth):
@@ -238,22 +233,6 @@ def _block_stats(z, levels, outlet, depth):
             "flooded": int(np.count_nonzero(depth > 0)),
             "undrained": int(np.count_nonzero(np.isinf(levels) & valid)),
             "max_depth": float(np.nanmax(depth)) if valid.any() else 0.0}
-
-
-def _count_task(spec, level, i, j, incoming, keys):
-    return label_count(spec, spec.window(level, i, j), keys, incoming), incoming
-
-
-def _numbering_task(spec, *counts):
-    return tuple(label_numbering(spec, list(counts)))
-
-
-def _label_task(out_path, spec, level, i, j, keys, incoming, numbering):
-    win = spec.window(level, i, j)
-    labels = read_block(out_path, LAKE_LABELS, win)
-    ids = label_ids(spec, win, labels, keys, incoming, numbering)
-    write_block(out_path, "depression", win, ids)
-    return int(ids.max(initial=0))
 
 
 def _finish(out_path, spec, mst_summary, writes, labels, meta):
@@ -311,41 +290,17 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
     g = plan.group_level
     token = dask.base.tokenize(str(dem_path), str(out_path), spec, g)
     graph = TaskGraph("fill", token, partial, CHECKPOINTED if partial is not None else ())
-    call = graph.call
-    scratch = (LAKE_LABELS,) if "depression" in names else ()
-    prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, mst, (*names, *scratch),
-                    key=("prepare",))
-    _, rest = walk_up(plan, (_up_task, dem_path, out_path, spec, prepared), (fill_merge, spec),
-                      call, nout=3, names=("up", "merge"))
-    own = {node: r[:1] for node, r in rest.items() if node[0] > g}
-    _, leaves = walk_down(plan, (fill_split, spec),
-                          (_write_task, dem_path, out_path, spec, prepared, (*names, *scratch)),
-                          call, extra=own, node_nout=5, leaf_nout=3, names=("split", "write"))
-
+    labels = "depression" in names
+    scratch = (LAKE_LABELS,) if labels else ()
+    prepared = graph.call(_prepare, out_path, spec.shape, spec.tile, geo, mst,
+                          (*names, *scratch), key=("prepare",))
+    writes, largest = fill_walks(
+        spec, plan, functools.partial(_read, dem_path, out_path),
+        functools.partial(_write_group, out_path, (*names, *scratch)),
+        functools.partial(_write_ids, out_path) if labels else None, graph.call, prepared)
     meta = {"backend": backend, "path": "tiled", "group_tiles": 1 << g}
-    writes = [leaves[(g,) + ij][2] for ij in plan.groups]
-    if "depression" not in names:
-        return graph.delayed(call(_finish, out_path, spec, mst, writes, [], meta,
-                                  key=("finish",)))
-
-    def label_call(fn, *args, key, nout=None):  # the label walk's leaves: the writes' borders
-        if key[0] == "lborder":
-            return leaves[(g,) + tuple(key[1:])][0], None, None
-        return call(fn, *args, key=key, nout=nout)
-
-    _, rest = walk_up(plan, None, (label_merge, spec), label_call, nout=3,
-                      names=("lborder", "lmerge"))
-    own = {node: r[:1] for node, r in rest.items() if node[0] > g}
-    own.update({(g, i, j): (leaves[(g, i, j)][1],) for (i, j) in plan.groups})
-    _, counted = walk_down(plan, (label_split, spec), (_count_task, spec), call, extra=own,
-                           node_nout=5, leaf_nout=2, names=("lsplit", "count"))
-    numbering = call(_numbering_task, spec, *[counted[(g,) + ij][0] for ij in plan.groups],
-                     key=("numbering",), nout=len(plan.groups))
-    labels = [call(_label_task, out_path, spec, g, i, j, leaves[(g, i, j)][1],
-                   counted[(g, i, j)][1], numbering[q], key=("label", i, j))
-              for q, (i, j) in enumerate(plan.groups)]
-    return graph.delayed(call(_finish, out_path, spec, mst, writes, labels, meta,
-                              key=("finish",)))
+    return graph.delayed(graph.call(_finish, out_path, spec, mst, writes, largest, meta,
+                                    key=("finish",)))
 
 
 def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,

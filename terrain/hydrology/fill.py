@@ -21,7 +21,7 @@ from .. import native
 from ..backend import array_backend, count_nonzero, get_backend, nanmax
 from ..errors import InputError
 from ..grid.edges import check_connectivity
-from ..tiles.quadtree import TiledGrid, walk_down, walk_up
+from ..tiles.quadtree import TiledGrid, call_now, walk_down, walk_up
 from ..tiles.store import check_tile_size
 from . import _flow_cpu
 from ._fill_gpu import fill_fits_on_device
@@ -33,11 +33,12 @@ from .flow import _inside, padded_window
 
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
            "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
-           "FillSpec", "PortGraph", "LeafBlock", "LabelBorder", "read_halo", "fill_leaf_up",
-           "fill_merge", "fill_split", "fill_leaf_down", "label_border", "label_merge",
-           "label_split", "label_count", "label_numbering", "label_ids", "fill_tiled",
+           "FillSpec", "LeafBlock", "LAKE_LABELS", "fill_walks", "fill_tiled",
            "SINKS_MEANING"]
 
+#: the layer that the tiled fill's ``read`` gives its groups' own lake labels from (what
+#: its ``keep`` kept of them), which the label walk turns into ``depression`` ids
+LAKE_LABELS = "lake_labels"
 #: what the ``sinks`` layer of a fill that keeps depressions says
 SINKS_MEANING = "1 = the pit of a depression kept by the minimum depth or area: it drains"
 
@@ -819,7 +820,8 @@ def _host_layers(z, f, depth=None, flooded=None):
             float(deepest.max()))
 
 
-# -- tiled: the quadtree walk's steps (the in-memory driver below and pipelines/fill.py)
+# -- tiled: the quadtree walks' steps and their one sequence, :func:`fill_walks` (the
+# in-memory driver below and pipelines/fill.py run it)
 @dataclass(frozen=True)
 class FillSpec(TiledGrid):
     """What the tiled fill computes on; ``named_outlets``: an outlet raster is given."""
@@ -849,7 +851,7 @@ class PortGraph:
     cw: np.ndarray
 
 
-def read_halo(read, spec, window):
+def _read_halo(read, spec, window):
     """``(zh, mh, outlet)``: ``window``'s elevations and mask with a halo, and outlets."""
     r0, r1, c0, c1 = window
     zh = padded_window(lambda *w: read("elevation", *w), spec.shape, window, 1, np.nan,
@@ -868,12 +870,14 @@ def _local_to_global(local, window, ncols, width):
     return (window[0] + i) * ncols + window[2] + j
 
 
-def fill_leaf_up(read, spec, level, i, j):
-    """The walk's leaf step, up: ``(PortGraph, None, stats)`` of the group."""
+def _fill_leaf_up(read, spec, after, level, i, j):
+    """The walk's leaf step, up: ``(PortGraph, None, stats)`` of the group (``after``: what
+    runs first)."""
     from . import _fill_cpu as K
+    del after
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
-    zh, mh, outlet = read_halo(read, spec, win)
+    zh, mh, outlet = _read_halo(read, spec, win)
     t1 = time.perf_counter()
     z = zh[1:-1, 1:-1]
     W = win[3] - win[2]
@@ -890,7 +894,7 @@ def fill_leaf_up(read, spec, level, i, j):
     return graph, None, stats
 
 
-def fill_merge(spec, level, i, j, *children):
+def _fill_merge(spec, level, i, j, *children):
     """The walk's merge step: the children's port graphs joined and reduced to the node's
     ports; ``(up, own, stats)``, ``own`` the joined forest for the split step."""
     from . import _fill_cpu as K
@@ -921,7 +925,7 @@ def fill_merge(spec, level, i, j, *children):
     return up, own, {"times": {"merge": time.perf_counter() - t0}}
 
 
-def fill_split(spec, level, i, j, incoming, own):
+def _fill_split(spec, level, i, j, incoming, own):
     """The walk's node step, down: the final levels of the node's joined forest, handed to
     the four children as ``(cells, levels)``; then ``stats``."""
     from . import _fill_cpu as K
@@ -968,13 +972,21 @@ class LeafBlock:
         return filled, (filled - self.z).astype(np.float32, copy=False)
 
 
-def fill_leaf_down(read, spec, level, i, j, incoming):
-    """The walk's leaf step, down: the group's final levels (drained from its outlets and
-    ``incoming``) and provisional labels, as a :class:`LeafBlock`."""
+def _fill_leaf_down(read, keep, spec, after, level, i, j, incoming):
+    """The walk's leaf step, down: ``(its label border, its labels' keys, keep(block))`` of
+    the group's :class:`LeafBlock` (``after``: what runs first)."""
+    del after
+    block = _drained_block(read, spec, level, i, j, incoming)
+    return _label_border(block, spec.shape[1]), block.keys, keep(block)
+
+
+def _drained_block(read, spec, level, i, j, incoming):
+    """The group's final levels (drained from its outlets and ``incoming``) and provisional
+    labels, as a :class:`LeafBlock`."""
     from . import _fill_cpu as K
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
-    zh, mh, outlet = read_halo(read, spec, win)
+    zh, mh, outlet = _read_halo(read, spec, win)
     t1 = time.perf_counter()
     z = np.ascontiguousarray(zh[1:-1, 1:-1])
     src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False).ravel()
@@ -1006,7 +1018,7 @@ class LabelBorder:
     keys: np.ndarray
 
 
-def label_border(block, ncols):
+def _label_border(block, ncols):
     """:class:`LabelBorder` of a :class:`LeafBlock` (the label walk's leaf step up)."""
     lab = block.labels
     H, W = lab.shape
@@ -1019,7 +1031,7 @@ def label_border(block, ncols):
     return LabelBorder(block.window, cells[order], block.keys[lab[i, j]][order])
 
 
-def label_merge(spec, level, i, j, *children):
+def _label_merge(spec, level, i, j, *children):
     """The label walk's merge step: the children's border regions joined across the
     separators; ``(up, own, stats)``, ``own`` = ``(keys, resolved)`` seen at the node."""
     from . import _fill_cpu as K
@@ -1039,7 +1051,7 @@ def label_merge(spec, level, i, j, *children):
     return up, own, {"times": {"labels": time.perf_counter() - t0}}
 
 
-def label_split(spec, level, i, j, incoming, own):
+def _label_split(spec, level, i, j, incoming, own):
     """The label walk's node step, down: the node's final keys handed to the children."""
     keys, resolved = own
     final = _final_keys(resolved, incoming)
@@ -1055,8 +1067,10 @@ def _final_keys(keys, incoming):
     return np.where(ik[at] == keys, iv[at], keys)
 
 
-def label_count(spec, window, keys, incoming):
-    """What a group tells the numbering: owned regions per row, keys to publish and need."""
+def _label_count(spec, level, i, j, incoming, keys):
+    """The label walk's leaf step, down: what a group tells the numbering (owned regions
+    per row, keys to publish and need), and ``incoming`` for its ids."""
+    window = spec.window(level, i, j)
     final = _final_keys(keys, incoming)[1:]
     ncols = spec.shape[1]
     mine = _inside(final, window, ncols)
@@ -1068,7 +1082,7 @@ def label_count(spec, window, keys, incoming):
     need = np.unique(final[~mine])
     return {"window": window, "per_row": per_row, "publish": publish,
             "publish_rank": _row_ranks(owned, ncols)[np.searchsorted(owned, publish)],
-            "need": need}
+            "need": need}, incoming
 
 
 def _row_ranks(owned, ncols):
@@ -1080,8 +1094,8 @@ def _row_ranks(owned, ncols):
     return np.arange(owned.shape[0]) - first
 
 
-def label_numbering(spec, counts):
-    """The ids (1 + the regions with a smaller key) from every group's :func:`label_count`:
+def _label_numbering(spec, *counts):
+    """The ids (1 + the regions with a smaller key) from every group's :func:`_label_count`:
     per group ``(row offsets, needed keys, their ids)``."""
     ncols = spec.shape[1]
     rows_total = np.zeros(spec.shape[0] + 1, np.int64)
@@ -1110,11 +1124,14 @@ def label_numbering(spec, counts):
     for c in counts:
         at = np.searchsorted(pk, c["need"])
         out.append((by_window[c["window"]], c["need"], pi[at] if pk.shape[0] else at))
-    return out
+    return tuple(out)
 
 
-def label_ids(spec, window, labels, keys, incoming, numbering):
-    """The final ``depression`` ids of a group's cells from its provisional labels."""
+def _label_ids(read, write_ids, spec, level, i, j, keys, incoming, numbering):
+    """The final ``depression`` ids of a group's cells from its provisional labels (read
+    back as :data:`LAKE_LABELS`), given to ``write_ids(window, ids)``; returns the largest."""
+    window = spec.window(level, i, j)
+    labels = read(LAKE_LABELS, *window)
     offsets, need, need_ids = numbering
     ncols = spec.shape[1]
     final = _final_keys(keys, incoming)
@@ -1129,11 +1146,78 @@ def label_ids(spec, window, labels, keys, incoming, numbering):
     other[0] = False
     if np.any(other):
         ids[other] = need_ids[np.searchsorted(need, final[other])].astype(np.int32)
-    return ids[labels]
+    ids = ids[labels]
+    write_ids(window, ids)
+    return int(ids.max(initial=0))
+
+
+def fill_walks(spec, plan, read, keep, write_ids=None, call=call_now, after=None):
+    """The tiled fill along the quadtree walks of ``plan`` (docs/hydrology.md, "Out of
+    core"): the fill walk (its levels), then, with ``write_ids``, the label walk (the lake
+    ids). The one sequence of both drivers, :func:`fill_tiled` in memory and
+    ``pipelines.fill.build_fill_graph``, which differ in ``call`` and in how a group's
+    block is read and what is done with its results.
+
+    Parameters
+    ----------
+    spec : FillSpec
+    plan : terrain.tiles.quadtree.QuadtreePlan
+    read : callable
+        ``read(name, r0, r1, c0, c1)``: the block of layer ``elevation``, ``mst`` (the
+        forest's mask), ``outlets`` (with ``spec.named_outlets``) or :data:`LAKE_LABELS`
+        (the labels ``keep`` kept).
+    keep : callable
+        ``keep(block)`` with each group's :class:`LeafBlock`: keeps its levels and labels;
+        what it returns comes back by group.
+    write_ids : callable, optional
+        ``write_ids(window, ids)``: a group's final ``depression`` ids. None: no label walk.
+    call : callable
+        Runs each step (:func:`terrain.tiles.quadtree.call_now`) or schedules it (the
+        pipeline's ``TaskGraph.call``); keys ``(stage, i, j)``, stages ``up``, ``merge{k}``,
+        ``split{k}``, ``write``, ``lmerge{k}``, ``lsplit{k}``, ``count``, ``numbering``,
+        ``label``.
+    after : optional
+        What the steps that read must run after (a task of the pipeline's).
+
+    Returns
+    -------
+    kept : list
+        What ``keep`` returned, by group (``plan.groups``' order).
+    largest : list
+        Each group's largest lake id, by group (empty without ``write_ids``).
+    """
+    g = plan.group_level
+    _, rest = walk_up(plan, (_fill_leaf_up, read, spec, after), (_fill_merge, spec), call,
+                      nout=3, names=("up", "merge"))
+    own = {node: r[:1] for node, r in rest.items() if node[0] > g}
+    _, leaves = walk_down(plan, (_fill_split, spec), (_fill_leaf_down, read, keep, spec, after),
+                          call, extra=own, node_nout=5, leaf_nout=3, names=("split", "write"))
+    kept = [leaves[(g,) + ij][2] for ij in plan.groups]
+    if write_ids is None:
+        return kept, []
+
+    def label_call(fn, *args, key, nout=None):  # the label walk's leaves: the writes' borders
+        if key[0] == "lborder":
+            return leaves[(g,) + tuple(key[1:])][0], None, None
+        return call(fn, *args, key=key, nout=nout)
+
+    _, rest = walk_up(plan, None, (_label_merge, spec), label_call, nout=3,
+                      names=("lborder", "lmerge"))
+    own = {node: r[:1] for node, r in rest.items() if node[0] > g}
+    own.update({(g, i, j): (leaves[(g, i, j)][1],) for (i, j) in plan.groups})
+    _, counted = walk_down(plan, (_label_split, spec), (_label_count, spec), call, extra=own,
+                           node_nout=5, leaf_nout=2, names=("lsplit", "count"))
+    numbering = call(_label_numbering, spec, *[counted[(g,) + ij][0] for ij in plan.groups],
+                     key=("numbering",), nout=len(plan.groups))
+    largest = [call(_label_ids, read, write_ids, spec, g, i, j, leaves[(g, i, j)][1],
+                    counted[(g, i, j)][1], numbering[q], key=("label", i, j))
+               for q, (i, j) in enumerate(plan.groups)]
+    return kept, largest
 
 
 def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, backend=None):
-    """:func:`fill_depressions` along the tiled walk, in memory: the same bits.
+    """:func:`fill_depressions` along the tiled walks (:func:`fill_walks`), in memory: the
+    same bits.
 
     >>> z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 5, 5, 5]], np.float32)
     >>> z[0, 2] = 4
@@ -1146,37 +1230,23 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
     spec = FillSpec(tuple(int(s) for s in z.shape), int(tile), conn, outlets is not None)
     outlet = outlet_cells(z, conn, outlets)
     mask = grid_mst(z, conn, "max", tile, be, group_tiles=group_tiles).mask
-    layers = {"elevation": z, "mst": mask, "outlets": outlet}
+    f = np.full(z.shape, np.inf, np.float32)
+    depression = np.zeros(z.shape, np.int32)
+    # a group's lake labels wait in ``depression`` until its ids replace them
+    layers = {"elevation": z, "mst": mask, "outlets": outlet, LAKE_LABELS: depression}
 
     def read(name, r0, r1, c0, c1):
         return layers[name][r0:r1, c0:c1]
 
-    plan = spec.plan(group_tiles)
-    f = np.full(z.shape, np.inf, np.float32)
-    depression = np.zeros(z.shape, np.int32)
+    def keep(block):
+        r0, r1, c0, c1 = block.window
+        f[r0:r1, c0:c1] = block.levels
+        depression[r0:r1, c0:c1] = block.labels
+
+    def write_ids(window, ids):
+        depression[window[0]:window[1], window[2]:window[3]] = ids
+
     if 0 not in z.shape:
-        g = plan.group_level
-        _, rest = walk_up(plan, (fill_leaf_up, read, spec), (fill_merge, spec), nout=3)
-        own = {node: r[:1] for node, r in rest.items() if node[0] > g}
-        blocks = {}
-
-        def leaf(level, i, j, incoming):
-            b = blocks[(i, j)] = fill_leaf_down(read, spec, level, i, j, incoming)
-            f[b.window[0]:b.window[1], b.window[2]:b.window[3]] = b.levels
-
-        walk_down(plan, (fill_split, spec), leaf, extra=own, node_nout=5)
-        _, rest = walk_up(plan, lambda k, i, j: (label_border(blocks[(i, j)], z.shape[1]),
-                                                 None, None),
-                          (label_merge, spec), nout=3)
-        own = {node: r[:1] for node, r in rest.items() if node[0] > g}
-        _, mapping = walk_down(plan, (label_split, spec), lambda k, i, j, inc: inc,
-                               extra=own, node_nout=5)
-        order = list(plan.groups)
-        counts = [label_count(spec, blocks[ij].window, blocks[ij].keys, mapping[(g,) + ij])
-                  for ij in order]
-        for ij, numbering in zip(order, label_numbering(spec, counts)):
-            b = blocks[ij]
-            depression[b.window[0]:b.window[1], b.window[2]:b.window[3]] = label_ids(
-                spec, b.window, b.labels, b.keys, mapping[(g,) + ij], numbering)
+        fill_walks(spec, spec.plan(group_tiles), read, keep, write_ids)
     times = {"levels": time.perf_counter() - t0}
     return _finish(z, f, outlet, conn, be, "tiled", times, t0, depression)

@@ -587,7 +587,7 @@ def _stopped_then_resumed(capsys, monkeypatch, command, dem, url, args, module, 
     return json.loads(out)
 
 
-@pytest.mark.parametrize("command, module, step", [("fill", "pipelines.fill", "_label_task"),
+@pytest.mark.parametrize("command, module, step", [("fill", "pipelines.fill", "_write_ids"),
                                                    ("flow", "pipelines.flow", "direction_group")])
 def test_fill_and_flow_resume_at_a_url(capsys, tmp_path, dem, monkeypatch, command, module,
                                        step):

@@ -313,14 +313,14 @@ import terrain.tiles.store as store_mod
 store_mod.SHARD_TARGET_SIDE = 16
 import pipelines.fill as fill
 done = []
-label = fill._label_task
-def label_then_die(*a, **k):
-    out = label(*a, **k)
+write_ids = fill._write_ids
+def write_ids_then_die(*a, **k):
+    out = write_ids(*a, **k)
     done.append(out)
     if len(done) == 9:  # the last group's: its ids follow the other groups' lakes
         os._exit(9)
     return out
-fill._label_task = label_then_die
+fill._write_ids = write_ids_then_die
 fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -360,8 +360,8 @@ def test_a_damaged_checkpoint_is_run_again_with_every_later_step(tmp_path, damag
     args = dict(tile=4, backend="cpu", scheduler="synchronous", in_core=False)
     # killed after the fill's first step, the forest's steps kept
     run_killed(["fill", asc, "-o", tmp_path / "f.zarr", "--tile", "4", "--backend", "cpu",
-                "--scheduler", "synchronous", "--route", "tiled"], "pipelines.fill",
-               "_up_task", 1, shard_side=16)
+                "--scheduler", "synchronous", "--route", "tiled"], "terrain.hydrology.fill",
+               "_fill_leaf_up", 1, shard_side=16)
     (partial,) = tmp_path.glob(".f.zarr.partial-*")
     group = sorted((partial / ".terrain-checkpoints").glob("mst-group*.npz"))[0]
     if damage == "gone":
