@@ -14,9 +14,10 @@ import numpy as np
 from .. import native
 from ..backend import get_backend
 from ..errors import InputError
+from ..native.flag import stopped
 
 from .edges import DCOL, DROW, MAX_TILE, NB_DCOL, NB_DROW
-from .kernels import edge_weight, stopped
+from .kernels import edge_weight
 
 __all__ = ["boruvka_tiles"]
 

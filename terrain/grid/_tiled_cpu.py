@@ -9,11 +9,11 @@ import numpy as np
 from numba import njit, prange
 
 from .. import native
+from ..native.flag import stopped
 
 from ._costs_cpu import arc_cost, pair_factor, quad_factor, window_arc_factor
 from ._tournament import INT_INF, key_less, tt_alloc, tt_lower, tt_pop, tt_seed
 from .costs import ARC_DC, ARC_DR, KNIGHT_MID
-from .kernels import stopped
 
 __all__ = ["TiledCpuOps", "boundary_pairs_cpu", "windows_dijkstra_cpu", "window_dijkstra_cpu",
            "graphs_pairs_cpu", "graph_dijkstra", "graph_dijkstra_paged", "page_to_evict",

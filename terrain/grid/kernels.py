@@ -1,26 +1,13 @@
 """Numba kernels the grid's CPU code shares: the weight of one edge (definition and NumPy twin
-in :mod:`terrain.grid.edges`), apart so that NumPy code importing edges needs no Numba, and
-the read of a stop flag.
+in :mod:`terrain.grid.edges`), apart so that NumPy code importing edges needs no Numba.
 """
 
 import math
 
 import numba
 import numpy as np
-from numba.extending import intrinsic
 
-__all__ = ["edge_weight", "stopped"]
-
-
-@intrinsic
-def stopped(typingctx, flag):
-    """``flag[0]`` (a uint8 array: :func:`terrain.native.interruptible`) read from memory each
-    time: a plain read, which nothing in the loop writes, LLVM hoists out of the loop, and
-    the kernel would never see the flag set by another thread."""
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.load_atomic(ary.data, "monotonic", 1)
-    return numba.types.uint8(flag), codegen
+__all__ = ["edge_weight"]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -230,7 +230,7 @@ def test_an_interrupt_inside_a_compiled_kernel_is_one_line(tmp_path, dem, monkey
 
     import numba
     import pipelines.fill
-    from terrain.grid.kernels import stopped
+    from terrain.native.flag import stopped
     from terrain.run import main
 
     @numba.njit(nogil=True)
