@@ -110,3 +110,32 @@ def stops_on_interrupt():
         assert fired and time.perf_counter() - fired[0] < 1.5
 
     return check
+
+
+@pytest.fixture
+def stopped_in_a_task():
+    """``check(call)``: ``call()`` runs as a task of a stopping run does (a thread of its own,
+    the tasks' stop flag set: :func:`terrain.native.tasks_stopped`) and must raise
+    :class:`terrain.native.Stopped`: the kernels it runs go through
+    :func:`terrain.native.interruptible`, which hands them the flag and raises after them.
+    A call that finishes without it ran its kernels past the stop."""
+    import threading
+
+    from terrain import native
+
+    def check(call):
+        raised = []
+
+        def task():
+            try:
+                call()
+            except BaseException as e:  # noqa: BLE001 - what the task raised, checked below
+                raised.append(e)
+
+        with native.tasks_stopped():
+            t = threading.Thread(target=task)
+            t.start()
+            t.join()
+        assert raised and isinstance(raised[0], native.Stopped), raised
+
+    return check

@@ -7,6 +7,8 @@ SSSP predecessors run C only, without Numba.
 import numba
 import numpy as np
 
+from ..native.flag import stopped
+
 __all__ = []
 
 
@@ -25,10 +27,12 @@ def _seed_sources(sources, dist, queue):
 
 
 @numba.njit(nogil=True, cache=True)
-def _nearfar_cpu(indptr, indices, weights, sources, dist, delta, inf, tiny):
+def _nearfar_cpu(indptr, indices, weights, sources, dist, delta, inf, tiny, stop):
     """Near-far delta-stepping into ``dist`` (pre-filled with ``inf``): the twin of
     ``nearfar_step``. ``tiny`` (0 for integers) is the relative step that moves a real
-    threshold past ``thr`` when ``thr + delta`` rounds back to it. Returns the steps run."""
+    threshold past ``thr`` when ``thr + delta`` rounds back to it. Returns the steps run,
+    or -1 once ``stop[0]`` is set (polled every 65536 vertices taken from the queues:
+    :func:`terrain.native.interruptible`)."""
     n = dist.shape[0]
     relaxed_at = np.full(n, inf, dist.dtype)
     stamp = np.full(n, -1, np.int64)
@@ -41,10 +45,14 @@ def _nearfar_cpu(indptr, indices, weights, sources, dist, delta, inf, tiny):
     nf = 0
     thr = dist.dtype.type(delta)
     step = 0
+    taken = 0
     while nn > 0 or nf > 0:
         cnt = 0
         if nn > 0:                                       # relax the near queue
             for i in range(nn):
+                taken += 1
+                if (taken & 0xFFFF) == 0 and stopped(stop):
+                    return -1
                 u = near[i]
                 du = dist[u]
                 if not du < relaxed_at[u]:
@@ -71,6 +79,9 @@ def _nearfar_cpu(indptr, indices, weights, sources, dist, delta, inf, tiny):
             low = inf
             nf2 = 0
             for i in range(nf):
+                taken += 1
+                if (taken & 0xFFFF) == 0 and stopped(stop):
+                    return -1
                 v = far[i]
                 d = dist[v]
                 if d < thr_new:
@@ -92,19 +103,25 @@ def _nearfar_cpu(indptr, indices, weights, sources, dist, delta, inf, tiny):
 
 
 @numba.njit(nogil=True, cache=True)
-def _crauser_cpu(indptr, indices, weights, min_in, min_out, sources, dist, inf):
+def _crauser_cpu(indptr, indices, weights, min_in, min_out, sources, dist, inf, stop):
     """Crauser's IN/OUT settling into ``dist`` (pre-filled with ``inf``): the twin of
-    ``crauser_bounds`` + ``crauser_settle``. Returns the iterations run."""
+    ``crauser_bounds`` + ``crauser_settle``. Returns the iterations run, or -1 once
+    ``stop[0]`` is set (polled every 65536 fringe vertices:
+    :func:`terrain.native.interruptible`)."""
     n = dist.shape[0]
     settled = np.zeros(n, np.uint8)
     fringe = np.empty(max(n, 1), indices.dtype)
     nxt = np.empty(max(n, 1), indices.dtype)
     nf = _seed_sources(sources, dist, fringe)
     iterations = 0
+    taken = 0
     while nf > 0:
         low = inf
         out_bound = inf
         for i in range(nf):
+            taken += 1
+            if (taken & 0xFFFF) == 0 and stopped(stop):
+                return -1
             v = fringe[i]
             low = min(low, dist[v])
             out_bound = min(out_bound, dist[v] + min_out[v])

@@ -62,9 +62,10 @@ for _it in ("i32", "i64"):
     _SIGNATURES[f"terrain_mst_join_{_it}"] = (None, [_vp, _vp, _vp, _i64, _vp, _vp, _i64, _vp])
     for _wt in ("i32", "i64"):
         _SIGNATURES[f"terrain_dial_{_it}_{_wt}"] = (
-            _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int])
+            _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int, _vp])
     for _wt, _inf in (("f64", ctypes.c_double), ("i64", _i64)):
-        _SIGNATURES[f"terrain_sssp_radix_{_it}_{_wt}"] = (_i64, [_vp, _vp, _vp, _vp, _i64, _vp])
+        _SIGNATURES[f"terrain_sssp_radix_{_it}_{_wt}"] = (_i64, [_vp, _vp, _vp, _vp, _i64, _vp,
+                                                                 _vp])
         _SIGNATURES[f"terrain_sssp_parents_{_it}_{_wt}"] = (
             None, [_vp, _vp, _vp, _i64, _vp, _inf, _vp])
         _SIGNATURES[f"terrain_sssp_parents_pull_{_it}_{_wt}"] = (
@@ -210,15 +211,16 @@ def format_rows(columns, sep=","):
         return list(pool.map(one, starts))
 
 
-def dial(indptr, indices, weights, sources, label, max_weight, shift):
+def dial(indptr, indices, weights, sources, label, max_weight, shift, stop):
     """Dial's bucket-queue Dijkstra into the packed int64 ``label`` array; returns the
-    settled count."""
+    settled count, or -3 when it returned early, ``stop[0]`` (a uint8 array, polled every
+    65536 pops: :func:`terrain.native.interruptible`) being set."""
     it = _TYPE_NAMES[indices.dtype]
     wt = _TYPE_NAMES[weights.dtype]
     settled = getattr(library(), f"terrain_dial_{it}_{wt}")(
         _p(indptr), _p(indices), _p(weights), indices.shape[0], _p(sources),
-        sources.shape[0], _p(label), int(max_weight), int(shift))
-    if settled < 0:
+        sources.shape[0], _p(label), int(max_weight), int(shift), _p(stop))
+    if settled == -1:
         raise MemoryError("sssp: no memory for Dial's bucket queue")
     return int(settled)
 
@@ -237,18 +239,21 @@ def _weighted(name, indices, weights, dist):
     return getattr(library(), f"{name}_{_TYPE_NAMES[indices.dtype]}_{_TYPE_NAMES[weights.dtype]}")
 
 
-def sssp_radix(indptr, indices, weights, sources, dist):
+def sssp_radix(indptr, indices, weights, sources, dist, stop):
     """Dijkstra on a radix heap from ``sources`` into ``dist`` (pre-filled with the weights'
-    ``inf``; float64 or int64 as the weights, none negative); returns the settled count.
+    ``inf``; float64 or int64 as the weights, none negative); returns the settled count, or
+    -3 when it returned early, ``stop[0]`` (a uint8 array, polled every 65536 pops:
+    :func:`terrain.native.interruptible`) being set.
 
-    >>> d = np.full(3, np.inf)
-    >>> sssp_radix(np.array([0, 1, 2, 2]), np.array([1, 2]), np.array([0.5, 2.0]), [0], d), d
+    >>> d, stop = np.full(3, np.inf), np.zeros(1, np.uint8)
+    >>> sssp_radix(np.array([0, 1, 2, 2]), np.array([1, 2]), np.array([0.5, 2.0]), [0], d,
+    ...            stop), d
     (3, array([0. , 0.5, 2.5]))
     """
     src = np.ascontiguousarray(sources, np.int64)
     settled = _weighted("terrain_sssp_radix", indices, weights, dist)(
-        _p(indptr), _p(indices), _p(weights), _p(src), src.shape[0], _p(dist))
-    if settled < 0:
+        _p(indptr), _p(indices), _p(weights), _p(src), src.shape[0], _p(dist), _p(stop))
+    if settled == -1:
         raise MemoryError("sssp: no memory for the Dijkstra radix heap")
     return int(settled)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import native
 from ..backend import get_backend
 from ..errors import InputError
 from . import _native
@@ -254,24 +255,28 @@ class _CpuSearch:
             label = np.full(g.n, np.iinfo(np.int64).max, np.int64)
             # the weights as stored (int32 ones stream half the bytes; sums are int64)
             dial_w = g.weights if g.weights is not None and g.weights.dtype == np.int32 else w
-            iterations = _native.dial(g.indptr, g.indices, dial_w, src, label, sv.w_max, shift)
+            iterations = native.interruptible(_native.dial, g.indptr, g.indices, dial_w, src,
+                                              label, sv.w_max, shift)
             dist = np.empty(g.n, w.dtype)
             pred = np.empty(g.n, np.int64) if fused else None
             _native.dial_labels(label, shift, dist, pred, inf)
         elif algorithm == "dijkstra":
             dist = np.full(g.n, inf, w.dtype)
-            iterations = _native.sssp_radix(g.indptr, g.indices, w, src, dist)
+            iterations = native.interruptible(_native.sssp_radix, g.indptr, g.indices, w,
+                                              src, dist)
         else:
             from . import _frontier_cpu as kc  # Numba, loaded on first use
             dist = np.full(g.n, inf, w.dtype)
             if algorithm == "crauser":
                 min_in, min_out = sv.min_in_out()
-                iterations = kc._crauser_cpu(g.indptr, g.indices, w, min_in, min_out,
-                                             src.astype(g.indices.dtype), dist, inf)
+                iterations = native.interruptible(kc._crauser_cpu, g.indptr, g.indices, w,
+                                                  min_in, min_out,
+                                                  src.astype(g.indices.dtype), dist, inf)
             else:
                 tiny = w.dtype.type(2.0 ** -50 if sv.is_float else 0)
-                iterations = kc._nearfar_cpu(g.indptr, g.indices, w, src.astype(g.indices.dtype),
-                                             dist, w.dtype.type(delta), inf, tiny)
+                iterations = native.interruptible(kc._nearfar_cpu, g.indptr, g.indices, w,
+                                                  src.astype(g.indices.dtype), dist,
+                                                  w.dtype.type(delta), inf, tiny)
         if predecessors and pred is None:
             pred = sv.core.sssp_parents(dist, sv.w, inf, src)
         return dist, pred, int(iterations), {}

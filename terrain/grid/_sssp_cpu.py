@@ -23,17 +23,18 @@ __all__ = ["CpuOps", "sssp_cpu", "sssp_buckets_cpu", "backlinks_cpu", "bucket_pl
 _vp, _i64, _int, _f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
 # every kernel with labels takes them as int32 or int64 (the width after the pointer)
 _SIGNATURES = {
-    "terrain_sssp_init": (None, [_vp, _i64, _vp, _i64, _int] + [_i64] * 3 + [_vp] * 4
-                          + [_int] + [_i64] * 2),
+    "terrain_sssp_init": (_i64, [_vp, _i64, _vp, _i64, _int] + [_i64] * 3 + [_vp] * 4
+                          + [_int] + [_i64] * 2 + [_vp]),
     "terrain_sssp_heap": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp, _int,
                                  _vp, _vp, _vp, _i64, _int, _f64, _vp, _i64, _vp]),
     "terrain_sssp_buckets": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp, _int,
                                     _int, _i64, _vp, _vp, _vp, _i64, _int, _f64, _f64, _i64,
                                     _vp, _vp, _i64, _vp]),
-    "terrain_sssp_backlinks": (None, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp,
-                                      _int, _int] + [_i64] * 3 + [_vp] * 4 + [_i64] * 2),
-    "terrain_sssp_outputs": (None, [_vp, _vp, _int, _int] + [_vp] * 3 + [_i64] * 4),
-    "terrain_sssp_max_slope": (_f64, [_vp, _vp, _vp, _i64, _vp] + [_i64] * 4),
+    "terrain_sssp_backlinks": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp,
+                                      _int, _int] + [_i64] * 3 + [_vp] * 4 + [_i64] * 2
+                               + [_vp]),
+    "terrain_sssp_outputs": (_i64, [_vp, _vp, _int, _int] + [_vp] * 3 + [_i64] * 4 + [_vp]),
+    "terrain_sssp_max_slope": (_f64, [_vp, _vp, _vp, _i64, _vp] + [_i64] * 4 + [_vp]),
 }
 
 
@@ -65,11 +66,13 @@ _LABELS = (np.int32, np.int64)
 
 
 def _by_rows(fn, rows, cells, *args):
-    """``fn(*args, r0, r1)`` over row bands of ``[0, rows)``, on threads for a big grid (the
-    C passes release the GIL); their results."""
+    """``fn(*args, r0, r1, stop)`` over row bands of ``[0, rows)``, on threads for a big grid
+    (the C passes release the GIL), under the flag Ctrl-C sets (each pass polls it every
+    row: :func:`terrain.native.in_strips`); their results."""
     n = max(1, min(native.threads(cells), rows))
     bounds = np.linspace(0, rows, n + 1).astype(np.int64).tolist()
-    return native.in_strips(bounds, lambda s, stop: fn(*args, bounds[s], bounds[s + 1]))
+    return native.in_strips(bounds, lambda s, stop: fn(*args, bounds[s], bounds[s + 1],
+                                                       _p(stop)))
 
 
 def _settled(n):

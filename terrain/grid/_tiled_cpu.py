@@ -151,10 +151,16 @@ def _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh):
 
 @njit(cache=True, nogil=True)
 def graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
-                    ld, la, lh, kd, ka, kh, win):
-    """Multi-source Dijkstra on a child-boundary graph (dense child matrices + CSR arcs)."""
+                    ld, la, lh, kd, ka, kh, win, stop):
+    """Multi-source Dijkstra on a child-boundary graph (dense child matrices + CSR arcs).
+    False when it returned early, ``stop[0]`` being set (polled every 65536 pops:
+    :func:`terrain.native.interruptible`), the labels unfinished; else True."""
     tt_seed(kd, ka, kh, win, ld, la, lh)
+    popped = 0
     while kd[1] < _INF:
+        popped += 1
+        if (popped & 0xFFFF) == 0 and stopped(stop):
+            return False
         u = tt_pop(kd, ka, kh, win)
         du = ld[u]
         au = la[u]
@@ -176,6 +182,7 @@ def graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
             nd = du + cw[e]
             nh = hu + 1
             _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
+    return True
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -201,8 +208,9 @@ def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, cs
         ld[src] = 0.0
         la[src] = 0
         lh[src] = 0
-        graph_dijkstra(vchild[v0:v1], coff, csize, moff, mat_d, mat_h, cptr[v0:v1 + 1], cdst,
-                        cw, ld, la, lh, kd, ka, kh, win)
+        if not graph_dijkstra(vchild[v0:v1], coff, csize, moff, mat_d, mat_h, cptr[v0:v1 + 1],
+                              cdst, cw, ld, la, lh, kd, ka, kh, win, stop):
+            continue
         row = obase[n] + psrc[p] * B
         for j in range(B):
             out_d[row + j] = ld[targets[t0 + j]]
@@ -307,11 +315,16 @@ def arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, 
 
 @njit(cache=True, nogil=True)
 def graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_d, pool_h,
-                          stamp, clock, cptr, cdst, cw, ld, la, lh, kd, ka, kh, win):
+                          stamp, clock, cptr, cdst, cw, ld, la, lh, kd, ka, kh, win, stop):
     """:func:`graph_dijkstra` with the child matrices in a cache of pages (``pool_*[slot,
     loc]``): -1 when the queue is empty, or the page the next vertex needs (queue untouched:
-    the caller loads it and calls again)."""
+    the caller loads it and calls again), or -2 once ``stop[0]`` is set (polled every 65536
+    pops, the queue untouched: :func:`terrain.native.interruptible`)."""
+    popped = 0
     while kd[1] < _INF:
+        popped += 1
+        if (popped & 0xFFFF) == 0 and stopped(stop):
+            return -2
         u = win[1]
         c = vchild[u]
         sl = slot_of[page_of[c]]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import native
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import TiledGrid
@@ -24,6 +25,7 @@ __all__ = ["ops", "TiledSpec", "default_max_height", "NodeBoundary", "FlatBounda
            "ext_window"]
 
 _INF = np.inf
+_NO_STOP = np.zeros(1, np.uint8)  # a node's graph is small: never interrupted inside
 
 
 def ops(backend=None):
@@ -285,10 +287,14 @@ class _ChildGraph:
     cdst: np.ndarray
     cw: np.ndarray
 
-    def dijkstra(self, ld, la, lh):
+    def dijkstra(self, ld, la, lh, stop=None):
+        """The labels in place (:func:`graph_dijkstra`). ``stop``: the flag of
+        :func:`terrain.native.interruptible` for the top's graph, which holds every top
+        node's boundary; None for a node's (its four children's): never stopped inside."""
         tt = tt_alloc(ld.size)
         graph_dijkstra(self.vchild, self.coff, self.csize, self.moff, self.mat_d, self.mat_h,
-                        self.cptr, self.cdst, self.cw, ld, la, lh, *tt)
+                       self.cptr, self.cdst, self.cw, ld, la, lh, *tt,
+                       _NO_STOP if stop is None else stop)
 
     def positions(self, ids):
         """Vertex index of each of ``ids`` (all must be vertices)."""
@@ -473,7 +479,7 @@ def top_labels(spec, tops, tops_labels):
     g = _child_graph(spec, tops)
     ld, la, lh = _seed_graph(g, tops_labels)
     if np.any(ld < _INF):
-        g.dijkstra(ld, la, lh)
+        native.interruptible(g.dijkstra, ld, la, lh)
     return _split(g.slots, g.coff, tops, ld, la, lh)
 
 
@@ -566,8 +572,9 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             threads = ThreadPoolExecutor(max_workers=prefetch + 1)
         try:
             while True:
-                p = graph_dijkstra_paged(vchild, coff, sizes, pg, loc, slot_of, pool_d,
-                                          pool_h, stamp, clock, cptr, cdst, cw, ld, la, lh, *tt)
+                p = native.interruptible(graph_dijkstra_paged, vchild, coff, sizes, pg, loc,
+                                         slot_of, pool_d, pool_h, stamp, clock, cptr, cdst, cw,
+                                         ld, la, lh, *tt)
                 if p < 0:
                     break
                 free = np.nonzero(held < 0)[0]

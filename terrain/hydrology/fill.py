@@ -882,7 +882,8 @@ def _fill_leaf_up(read, spec, after, level, i, j):
     z = zh[1:-1, 1:-1]
     W = win[3] - win[2]
     src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False).ravel()
-    cp, cq, cw, kept, dk, ka, kb, kw = K.leaf_reduce_cpu(zh, mh, src, ~np.isnan(z).ravel())
+    cp, cq, cw, kept, dk, ka, kb, kw = native.interruptible(  # Ctrl-C stops it
+        K.leaf_reduce_cpu, zh, mh, src, ~np.isnan(z).ravel())
     ncols = spec.shape[1]
     verts = _local_to_global(kept, win, ncols, W)
     hi, hj = np.divmod(cq, W + 2)
@@ -938,7 +939,7 @@ def _fill_split(spec, level, i, j, incoming, own):
         src[at] = np.minimum(src[at], vals)
     indptr, adj, w = K.csr_from_edges_cpu(verts.shape[0], np.searchsorted(verts, eu),
                                           np.searchsorted(verts, ev), ew)
-    f = K.forest_dp_cpu(indptr, adj, w, src)
+    f = native.interruptible(K.forest_dp_cpu, indptr, adj, w, src)  # Ctrl-C stops it
     return _to_children(spec, level, i, j, verts, f) + (
         {"times": {"split": time.perf_counter() - t0}},)
 

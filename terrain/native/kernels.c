@@ -3428,7 +3428,8 @@ int64_t terrain_format_rows(const void *const *cols, const int32_t *kinds, int64
  * why in C). label[v] (pre-filled with INT64_MAX: unreached) packs d << shift | p, p the
  * predecessor (all ones in the low shift bits: none; 2**shift - 1 >= n). Buckets: LIFO stacks
  * of DIAL_BLOCK-id blocks in one pool, emptied blocks to a free list. Returns the settled
- * count, or -1 when the queue's memory cannot be had. */
+ * count, -1 when the queue's memory cannot be had, or -3 when *stop was set (checked every
+ * 65536 pops). */
 #define DIAL_BLOCK 32
 #define DIAL_AHEAD_ROW 6
 #define DIAL_AHEAD_ARCS 3
@@ -3440,7 +3441,8 @@ int64_t terrain_format_rows(const void *const *cols, const int32_t *kinds, int64
 #define TERRAIN_DIAL_FUNCS(IT, IN, WT, WN)                                                     \
     int64_t terrain_dial_##IN##_##WN(const int64_t *indptr, const IT *indices, const WT *w,   \
                                      int64_t nnz, const int64_t *sources, int64_t n_sources,  \
-                                     int64_t *label, int64_t max_weight, int shift) {         \
+                                     int64_t *label, int64_t max_weight, int shift,           \
+                                     const volatile uint8_t *stop) {                          \
         const int64_t nb = max_weight + 1;                                                     \
         /* blocks in use at once: at most queued / DIAL_BLOCK full ones plus one per bucket */ \
         const int64_t blocks = (nnz + n_sources + 1) / DIAL_BLOCK + nb + 1;                    \
@@ -3456,7 +3458,7 @@ int64_t terrain_format_rows(const void *const *cols, const int32_t *kinds, int64
             head[t] = -1;                                                                      \
             fill[t] = 0;                                                                       \
         }                                                                                      \
-        int64_t used = 0, free_list = -1, queued = 0, settled = 0, cur = 0, b = 0;             \
+        int64_t used = 0, free_list = -1, queued = 0, settled = 0, cur = 0, b = 0, popped = 0; \
         const int64_t root = ((int64_t)1 << shift) - 1; /* distance 0, no predecessor */       \
         for (int64_t i = 0; i < n_sources; ++i) {                                              \
             const int64_t s = sources[i];                                                      \
@@ -3466,6 +3468,10 @@ int64_t terrain_format_rows(const void *const *cols, const int32_t *kinds, int64
             }                                                                                  \
         }                                                                                      \
         while (queued > 0) {                                                                   \
+            if ((++popped & 0xFFFF) == 0 && *stop) {                                           \
+                settled = -3;                                                                  \
+                break;                                                                         \
+            }                                                                                  \
             while (head[b] < 0) {                                                              \
                 ++cur;                                                                         \
                 if (++b == nb) b = 0;                                                          \
@@ -3550,7 +3556,8 @@ TERRAIN_DIAL_FUNCS(int64_t, i64, int64_t, i64)
  * lowest non-empty bucket, whose smallest key becomes the last, its stale entries (a key above
  * the vertex's distance) dropped. Against a 4-ary heap (2-core VM, weights / 7, ms a source):
  * RMAT-18 46-47 against 82, 1000² grid 118-119 against 120-121. Returns the settled count,
- * or -1 when the buckets' memory cannot be had. */
+ * -1 when the buckets' memory cannot be had, or -3 when *stop was set (checked every 65536
+ * pops). */
 static inline uint64_t sssp_bits_f64(double x) {
     uint64_t b;
     memcpy(&b, &x, sizeof b);
@@ -3573,7 +3580,8 @@ static inline int sssp_bucket(uint64_t x) {
 #define TERRAIN_SSSP_FUNCS(IT, IN, WT, WN)                                                     \
     int64_t terrain_sssp_radix_##IN##_##WN(const int64_t *indptr, const IT *indices,          \
                                            const WT *w, const int64_t *sources,                \
-                                           int64_t n_sources, WT *dist) {                      \
+                                           int64_t n_sources, WT *dist,                        \
+                                           const volatile uint8_t *stop) {                     \
         WT *bk[65];                                                                            \
         IT *bv[65];                                                                            \
         int64_t bs[65], bc[65];                                                                \
@@ -3583,8 +3591,8 @@ static inline int sssp_bucket(uint64_t x) {
             bs[b] = bc[b] = 0;                                                                 \
         }                                                                                      \
         uint64_t last = 0;                                                                     \
-        int64_t queued = 0, settled = 0;                                                       \
-        int failed = 0;                                                                        \
+        int64_t queued = 0, settled = 0, popped = 0;                                           \
+        int failed = 0, stopped = 0;                                                           \
         for (int64_t i = 0; i < n_sources && !failed; ++i) {                                   \
             const int64_t s = sources[i];                                                      \
             if (dist[s] != 0) {                                                                \
@@ -3609,6 +3617,10 @@ static inline int sssp_bucket(uint64_t x) {
                 }                                                                              \
                 continue;                                                                      \
             }                                                                                  \
+            if ((++popped & 0xFFFF) == 0 && *stop) {                                           \
+                stopped = 1;                                                                   \
+                break;                                                                         \
+            }                                                                                  \
             const int64_t top = --bs[0];                                                       \
             --queued;                                                                          \
             const WT k = bk[0][top];                                                           \
@@ -3629,7 +3641,7 @@ static inline int sssp_bucket(uint64_t x) {
             free(bk[b]);                                                                       \
             free(bv[b]);                                                                       \
         }                                                                                      \
-        return failed ? -1 : settled;                                                          \
+        return failed ? -1 : stopped ? -3 : settled;                                           \
     }                                                                                          \
     /* pred[v] = the smallest u with an arc u -> v, dist[u] < dist[v] and dist[u] + w ==       \
      * dist[v] (pred pre-filled with INT64_MAX): each tail's row pushed (any graph) */         \
@@ -4001,17 +4013,20 @@ static inline const void *sssp_lab_at(const void *label, int lw, int64_t i) {
                    : (const void *)((const int64_t *)label + i);
 }
 
-/* Padded rows [r0, r1) (the last two arguments of every pass over rows, so that callers
- * deal bands to threads): distance +inf at vertices (z, and f if has_f, not NaN), -inf
+/* Padded rows [r0, r1) (the two arguments before the stop flag of every pass over rows, so
+ * that callers deal bands to threads; each pass polls *stop each row and returns -3 once it is
+ * set, else 0): distance +inf at vertices (z, and f if has_f, not NaN), -inf
  * elsewhere; labels "none" (label NULL: none written, the labels being f's memory). z and f
  * point at the grid's first cell, their rows zs and fs cells apart (an unpadded view of a
  * framed array: the frame's width). zp, fp: z and f copied inside a NaN frame of pad cells,
  * or NULL: no copy (a dummy, or the array is framed already). */
-SSSP_GENERIC void sssp_init(const float *z, int64_t zs, const float *f, int64_t fs, int has_f,
-                            int64_t rows, int64_t cols, int64_t pad, float *zp, float *fp,
-                            double *dist, void *label, int lw, int64_t r0, int64_t r1) {
+SSSP_GENERIC int64_t sssp_init(const float *z, int64_t zs, const float *f, int64_t fs,
+                               int has_f, int64_t rows, int64_t cols, int64_t pad, float *zp,
+                               float *fp, double *dist, void *label, int lw, int64_t r0,
+                               int64_t r1, const volatile uint8_t *stop) {
     const int64_t width = cols + 2 * pad, none = lw == 4 ? INT32_MAX : INT64_MAX;
     for (int64_t pr = r0; pr < r1; ++pr) {
+        if (*stop) return -3;
         const int64_t r = pr - pad;
         for (int64_t pc = 0; pc < width; ++pc) {
             const int64_t c = pc - pad, i = pr * width + pc;
@@ -4033,13 +4048,16 @@ SSSP_GENERIC void sssp_init(const float *z, int64_t zs, const float *f, int64_t 
             }
         }
     }
+    return 0;
 }
 
-void terrain_sssp_init(const float *z, int64_t zs, const float *f, int64_t fs, int has_f,
-                       int64_t rows, int64_t cols, int64_t pad, float *zp, float *fp,
-                       double *dist, void *label, int lw, int64_t r0, int64_t r1) {
-#define SSSP_CALL(W) sssp_init(z, zs, f, fs, has_f, rows, cols, pad, zp, fp, dist, label, W, r0, r1)
-    SSSP_WIDTHS(SSSP_CALL);
+int64_t terrain_sssp_init(const float *z, int64_t zs, const float *f, int64_t fs, int has_f,
+                          int64_t rows, int64_t cols, int64_t pad, float *zp, float *fp,
+                          double *dist, void *label, int lw, int64_t r0, int64_t r1,
+                          const volatile uint8_t *stop) {
+#define SSSP_CALL(W)                                                                           \
+    sssp_init(z, zs, f, fs, has_f, rows, cols, pad, zp, fp, dist, label, W, r0, r1, stop)
+    return SSSP_WIDTHS(SSSP_CALL);
 #undef SSSP_CALL
 }
 
@@ -4464,15 +4482,17 @@ static inline int sssp_put_cell(int64_t i, double *d, double dv, int64_t lv, int
  * outputs lie in a frame of opad cells (0: unpadded; pad: the state's own frame, where
  * sssp_outputs then puts the rest in place); distance and allocation NULL: the backlinks
  * alone. */
-SSSP_GENERIC void sssp_backlinks(const float *z, const float *f, int has_f, int model,
-                                 const double *lengths, const int64_t *offs,
-                                 const int64_t *codes, int64_t nk, const double *dist,
-                                 const void *label, int lw, int hb, int64_t cols, int64_t pad,
-                                 int64_t opad, uint8_t *backlink, double *distance,
-                                 int32_t *allocation, int32_t *hops, int64_t r0, int64_t r1) {
+SSSP_GENERIC int64_t sssp_backlinks(const float *z, const float *f, int has_f, int model,
+                                    const double *lengths, const int64_t *offs,
+                                    const int64_t *codes, int64_t nk, const double *dist,
+                                    const void *label, int lw, int hb, int64_t cols,
+                                    int64_t pad, int64_t opad, uint8_t *backlink,
+                                    double *distance, int32_t *allocation, int32_t *hops,
+                                    int64_t r0, int64_t r1, const volatile uint8_t *stop) {
     const int64_t width = cols + 2 * pad, owidth = cols + 2 * opad,
                   hmask = ((int64_t)1 << hb) - 1;
     for (int64_t r = r0; r < r1; ++r) {
+        if (*stop) return -3;
         const int64_t base = (r + pad) * width + pad, obase = (r + opad) * owidth + opad;
         for (int64_t c = 0; c < cols; ++c) {
             const int64_t v = base + c, i = obase + c, lv = sssp_lab(label, lw, v);
@@ -4506,18 +4526,20 @@ SSSP_GENERIC void sssp_backlinks(const float *z, const float *f, int has_f, int 
             backlink[i] = (uint8_t)code;
         }
     }
+    return 0;
 }
 
-void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model,
-                            const double *lengths, const int64_t *offs, const int64_t *codes,
-                            int64_t nk, const double *dist, const void *label, int lw, int hb,
-                            int64_t cols, int64_t pad, int64_t opad, uint8_t *backlink,
-                            double *distance, int32_t *allocation, int32_t *hops, int64_t r0,
-                            int64_t r1) {
+int64_t terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model,
+                               const double *lengths, const int64_t *offs, const int64_t *codes,
+                               int64_t nk, const double *dist, const void *label, int lw,
+                               int hb, int64_t cols, int64_t pad, int64_t opad,
+                               uint8_t *backlink, double *distance, int32_t *allocation,
+                               int32_t *hops, int64_t r0, int64_t r1,
+                               const volatile uint8_t *stop) {
 #define SSSP_CALL(W)                                                                           \
     sssp_backlinks(z, f, has_f, model, lengths, offs, codes, nk, dist, label, W, hb, cols, pad, \
-                   opad, backlink, distance, allocation, hops, r0, r1)
-    SSSP_WIDTHS(SSSP_CALL);
+                   opad, backlink, distance, allocation, hops, r0, r1, stop)
+    return SSSP_WIDTHS(SSSP_CALL);
 #undef SSSP_CALL
 }
 
@@ -4528,11 +4550,13 @@ void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model
  * unreached, allocation and hops (NULL: none) in int32 arrays of the padded size; allocation
  * may be the labels themselves when they are int32 (a cell's label is read before its
  * allocation is written over it). */
-SSSP_GENERIC void sssp_outputs(double *dist, const void *label, int lw, int hb,
-                               uint8_t *backlink, int32_t *allocation, int32_t *hops,
-                               int64_t cols, int64_t pad, int64_t r0, int64_t r1) {
+SSSP_GENERIC int64_t sssp_outputs(double *dist, const void *label, int lw, int hb,
+                                  uint8_t *backlink, int32_t *allocation, int32_t *hops,
+                                  int64_t cols, int64_t pad, int64_t r0, int64_t r1,
+                                  const volatile uint8_t *stop) {
     const int64_t width = cols + 2 * pad;
     for (int64_t r = r0; r < r1; ++r) {
+        if (*stop) return -3;
         const int64_t base = (r + pad) * width + pad;
         for (int64_t c = 0; c < cols; ++c) {
             const int64_t v = base + c;
@@ -4541,24 +4565,27 @@ SSSP_GENERIC void sssp_outputs(double *dist, const void *label, int lw, int hb,
             sssp_put_cell(v, dist + v, dist[v], lv, hb, allocation, hops, backlink);
         }
     }
+    return 0;
 }
 
-void terrain_sssp_outputs(double *dist, const void *label, int lw, int hb, uint8_t *backlink,
-                          int32_t *allocation, int32_t *hops, int64_t cols, int64_t pad,
-                          int64_t r0, int64_t r1) {
-#define SSSP_CALL(W) sssp_outputs(dist, label, W, hb, backlink, allocation, hops, cols, pad, r0, r1)
-    SSSP_WIDTHS(SSSP_CALL);
+int64_t terrain_sssp_outputs(double *dist, const void *label, int lw, int hb, uint8_t *backlink,
+                             int32_t *allocation, int32_t *hops, int64_t cols, int64_t pad,
+                             int64_t r0, int64_t r1, const volatile uint8_t *stop) {
+#define SSSP_CALL(W)                                                                           \
+    sssp_outputs(dist, label, W, hb, backlink, allocation, hops, cols, pad, r0, r1, stop)
+    return SSSP_WIDTHS(SSSP_CALL);
 #undef SSSP_CALL
 }
 
 /* The largest |z_v - z_u| / L_k over the arcs between vertices whose tail is in rows
- * [r0, r1) of the padded flat grid. */
+ * [r0, r1) of the padded flat grid; -1 once *stop is set (polled each row). */
 double terrain_sssp_max_slope(const float *zp, const int64_t *offs, const int64_t *codes,
                               int64_t nk, const double *lengths, int64_t cols, int64_t pad,
-                              int64_t r0, int64_t r1) {
+                              int64_t r0, int64_t r1, const volatile uint8_t *stop) {
     const int64_t width = cols + 2 * pad;
     double m = 0.0;
     for (int64_t r = r0; r < r1; ++r) {
+        if (*stop) return -1.0;
         const int64_t base = (r + pad) * width + pad;
         for (int64_t c = 0; c < cols; ++c) {
             const int64_t u = base + c;

@@ -429,3 +429,57 @@ def test_dial_kernel_with_int64_indices_and_empty_graphs(wdtype):
     empty = Graph(np.zeros(4, np.int64), np.zeros(0, np.int32), weights=np.zeros(0, wdtype))
     r = sssp(empty, [1], backend="cpu")
     assert r.dist.tolist() == [-1, 0, -1] and r.pred.tolist() == [-1, -1, -1]
+
+
+def _path_graph(n, kind):
+    """The directed path 0 -> 1 -> ... -> n-1, weights 1 (int64 or float64)."""
+    w = np.ones(n - 1, np.float64 if kind == "float" else np.int64)
+    return as_graph(sp.coo_matrix((w, (np.arange(n - 1), np.arange(1, n))), shape=(n, n)),
+                    directed=True)
+
+
+def _cpu_search_kernel(g, algorithm, dist, stop):
+    """The CPU kernel that ``algorithm`` runs on ``g`` (int weights: Dial's queue, floats: the
+    radix heap) from vertex 0 into ``dist`` (reached: finite, or >= 0), under ``stop``; its
+    return code."""
+    from terrain.graph import _frontier_cpu as kc
+    from terrain.graph import _native
+    from terrain.graph.shortest_paths import INT_INF, _dial_shift
+    src = np.zeros(1, np.int64)
+    w = g.weights
+    inf = np.inf if w.dtype.kind == "f" else INT_INF
+    dist[:] = inf
+    if algorithm == "dijkstra" and w.dtype.kind == "i":
+        shift = _dial_shift(g, 1)
+        label = np.full(g.n, np.iinfo(np.int64).max, np.int64)
+        rc = _native.dial(g.indptr, g.indices, w, src, label, 1, shift, stop)
+        _native.dial_labels(label, shift, dist, None, inf)
+    elif algorithm == "dijkstra":
+        rc = _native.sssp_radix(g.indptr, g.indices, w, src, dist, stop)
+    elif algorithm == "crauser":
+        low = np.ones(g.n, w.dtype)
+        rc = kc._crauser_cpu(g.indptr, g.indices, w, low, low, src.astype(g.indices.dtype),
+                             dist, inf, stop)
+    else:
+        rc = kc._nearfar_cpu(g.indptr, g.indices, w, src.astype(g.indices.dtype), dist,
+                             w.dtype.type(4), inf, w.dtype.type(0), stop)
+    return rc, int(np.count_nonzero(dist != inf))
+
+
+@pytest.mark.parametrize("algorithm,kind", [("dijkstra", "int"), ("dijkstra", "float"),
+                                            ("crauser", "float"), ("delta", "int")])
+def test_a_stop_ends_each_cpu_search_within_65536_vertices(algorithm, kind, stopped_in_a_task):
+    """Every CPU search (Dial's queue, the radix heap, Crauser, near-far) polls the stop flag
+    every 65536 vertices it takes: told to stop before it starts, it returns its stopped code
+    having reached a fraction of a 200000-vertex path (with the flag clear: scipy's
+    distances); and the searches run on :func:`terrain.native.interruptible`, so a stopping
+    run's task raises Stopped after its kernel (a stop waited for the whole search)."""
+    n = 200_000
+    g = _path_graph(n, kind)
+    dist = np.empty(n, g.weights.dtype)
+    rc, reached = _cpu_search_kernel(g, algorithm, dist, np.ones(1, np.uint8))
+    assert rc in (-1, -3) and reached <= 70_000, (rc, reached)
+    rc, reached = _cpu_search_kernel(g, algorithm, dist, np.zeros(1, np.uint8))
+    assert rc >= 0 and reached == n
+    assert np.array_equal(dist.astype(np.float64), _scipy(g, [0]))
+    stopped_in_a_task(lambda: sssp(g, 0, algorithm=algorithm, backend="cpu"))

@@ -444,6 +444,51 @@ def test_an_interrupt_stops_the_cpu_solve_within_a_second(cost, stops_on_interru
                                          backend="cpu"))
 
 
+def test_a_stop_ends_the_cpu_solves_row_passes(stopped_in_a_task):
+    """The passes over rows around the C solve (the padded state, the backlinks, the
+    outputs, the largest slope) poll the stop flag each row: a stopping run's task raises
+    Stopped having written none of their cells (a stop waited for whole passes over the
+    grid), where with the flag clear they write every one."""
+    from terrain.grid import _sssp_cpu as S
+    from terrain.grid._sssp_frame import PAD, offsets, unpad
+    from terrain.grid.costs import arc_codes, arc_lengths
+    from terrain.native import address
+    z = np.random.default_rng(2).random((300, 200), dtype=np.float32)
+    rows, cols = z.shape
+    n = (rows + 2 * PAD) * (cols + 2 * PAD)
+    zp, fp, dist, label = S.padded_state(z, None)
+    codes, lengths, offs = arc_codes(8), arc_lengths(), offsets(cols)
+    init_dist, init_label = np.full(n, 7.0), np.zeros(n, np.int64)
+
+    def init():
+        S._by_rows(S._lib().terrain_sssp_init, rows + 2 * PAD, n, address(z), cols, None, 0, 0,
+                   rows, cols, PAD, None, None, address(init_dist), address(init_label), 8)
+    backlink = np.full(rows * cols, 77, np.uint8)
+
+    def backlinks():
+        S.backlinks_cpu(zp, fp, False, 1, lengths, offs, codes, dist, label, rows, cols, PAD,
+                        backlink, None, None, None)
+    allocation = np.full(n, 77, np.int32)
+    out_dist, out_backlink = dist.copy(), np.full(n, 77, np.uint8)
+
+    def outputs():
+        S._outputs_cpu(out_dist, label, 32, out_backlink, rows, cols, allocation, None)
+    for run, written in ((init, init_dist), (backlinks, backlink),
+                         (outputs, unpad(allocation, z.shape))):
+        before = written.copy()
+        stopped_in_a_task(run)
+        np.testing.assert_array_equal(written, before)
+        run()
+        assert not np.any(written == before)
+
+    def max_slope(stop):
+        return S._lib().terrain_sssp_max_slope(
+            address(zp), address(offs), address(codes), codes.size, address(lengths), cols,
+            PAD, 0, rows, address(np.full(1, stop, np.uint8)))
+    assert max_slope(1) == -1.0  # no slope is negative
+    assert max_slope(0) >= float(np.max(np.abs(np.diff(z, axis=1))))  # one arc's, at least
+
+
 def _knight_grid(**nodata):
     """3 x 2 cells: a knight arc SSE from u = (0, 0) to v = (2, 1) passes between a = (1, 0)
     and b = (1, 1); the corners off the way cost 100."""

@@ -261,3 +261,71 @@ def test_gpu_index_layout_bands_and_slots(tmp_path):
     for name in ("count", "ids", "z", "f", "dist", "hops"):
         np.testing.assert_array_equal(np.asarray(cpu.array(0, name)[:]),
                                       np.asarray(gpu.array(0, name)[:]), err_msg=name)
+
+
+def _child_path(n):
+    """A child-boundary graph of ``n`` children of one vertex each (no matrix arcs) chained
+    by grid arcs ``i -> i + 1`` of weight 1, seeded at vertex 0: what the top Dijkstras
+    take, in memory (``moff``, flat matrices) and paged (one page of 1 x 1 matrices)."""
+    from terrain.grid._tournament import INT_INF, tt_alloc, tt_seed
+    ld = np.full(n, np.inf)
+    la = np.full(n, INT_INF, np.int32)
+    lh = np.full(n, INT_INF, np.int32)
+    ld[0] = la[0] = lh[0] = 0
+    tt = tt_alloc(n)
+    tt_seed(*tt, ld, la, lh)
+    ids = np.arange(n, dtype=np.int64)
+    cptr = np.concatenate([ids, [n - 1]])
+    return (ids, ids, np.ones(n, np.int64), ids, np.full(n, np.inf), np.zeros(n, np.int32),
+            cptr, ids[1:], np.ones(n - 1)), (ld, la, lh), tt
+
+
+def test_a_stop_ends_the_top_dijkstras_within_65536_pops(stopped_in_a_task):
+    """The tiled cost distance's top Dijkstras poll the stop flag every 65536 pops: told to
+    stop before they start, on a 200000-vertex path, the in-memory one returns False and the
+    paged one -2 with most vertices unreached (with the flag clear: scipy's distances; the
+    paged one's queue is left as it was, and called again it finishes); and both run on
+    :func:`terrain.native.interruptible`, so a stopping run's task raises Stopped after them
+    (a stop waited for the whole top level)."""
+    import scipy.sparse
+    from scipy.sparse.csgraph import dijkstra
+    from terrain.grid._tiled_cpu import graph_dijkstra, graph_dijkstra_paged
+    n = 200_000
+    graph, labels, tt = _child_path(n)
+    vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw = graph
+    want = dijkstra(scipy.sparse.csr_matrix((cw, cdst, cptr), shape=(n, n)), indices=0)
+    assert not graph_dijkstra(*graph, *labels, *tt, np.ones(1, np.uint8))
+    assert np.count_nonzero(labels[0] < np.inf) <= 70_000
+    _, labels, tt = _child_path(n)
+    assert graph_dijkstra(*graph, *labels, *tt, np.zeros(1, np.uint8))
+    np.testing.assert_array_equal(labels[0], want)
+    _, labels, tt = _child_path(n)
+    # one page: child c's 1 x 1 matrix at location c, the page in cache slot 0
+    cache = (np.zeros(n, np.int64), np.arange(n, dtype=np.int64), np.zeros(1, np.int64),
+             mat_d.reshape(1, n, 1, 1), mat_h.reshape(1, n, 1, 1), np.zeros(1, np.int64),
+             np.zeros(1, np.int64))
+    stop = np.ones(1, np.uint8)
+    assert graph_dijkstra_paged(vchild, coff, csize, *cache, cptr, cdst, cw, *labels, *tt,
+                                stop) == -2
+    assert np.count_nonzero(labels[0] < np.inf) <= 70_000
+    stop[0] = 0
+    assert graph_dijkstra_paged(vchild, coff, csize, *cache, cptr, cdst, cw, *labels, *tt,
+                                stop) == -1
+    np.testing.assert_array_equal(labels[0], want)
+
+    rng = np.random.default_rng(5)
+    z = int_dem(rng, (40, 36), nan_frac=0.05)
+    spec = TiledSpec(z.shape, 4, 8)
+    tiles = tile_boundaries(spec, z, np.ones_like(z), (0, 40, 0, 36), "cpu")
+    labels = [None] * len(tiles)
+    labels[3] = (np.zeros(tiles[3].size), np.zeros(tiles[3].size, np.int32),
+                 np.zeros(tiles[3].size, np.int32))
+    stopped_in_a_task(lambda: top_labels(spec, tiles, labels))
+    bp = max(t.size for t in tiles)
+    d = np.full((len(tiles), bp, bp), np.inf)
+    h = np.zeros((len(tiles), bp, bp), np.int32)
+    for t, nb in enumerate(tiles):
+        d[t, :nb.size, :nb.size], h[t, :nb.size, :nb.size] = nb.dist, nb.hops
+    stopped_in_a_task(lambda: top_labels_paged(spec, tiles, labels, [0] * len(tiles),
+                                               list(range(len(tiles))), lambda p: (d, h),
+                                               d.shape, d.nbytes + h.nbytes))

@@ -267,3 +267,50 @@ def test_an_infinite_elevation_is_refused_by_the_library_too(shape, backend):
     with pytest.raises(InputError, match=rf"^dem: elevation -inf at cell \(row, col\) = "
                                          rf"\({shape[0] - 2}, 1\): elevations are finite"):
         fill_depressions(z, 8, backend=backend)
+
+
+def test_a_stop_ends_the_tiled_fills_kernels(stopped_in_a_task):
+    """The tiled fill's block reduction polls the stop flag each row (and every 65536
+    vertices peeled or walked), its forest's drain levels every 65536 vertices: told to
+    stop before they start they return nothing (with the flag clear: a block's edges to
+    its halo; on a 200000-vertex path the running maximum of the weights, as NumPy takes
+    it); and both run on :func:`terrain.native.interruptible`, so a stopping run's task
+    raises Stopped after them (a stop waited for their whole blocks)."""
+    from terrain.grid.mst import grid_mst
+    from terrain.hydrology import _fill_cpu as K
+    from terrain.hydrology.fill import FillSpec, fill_leaf_up, fill_merge, fill_split
+    from terrain.tiles.quadtree import walk_up
+    H = W = 64
+    zh = np.full((H + 2, W + 2), np.nan, np.float32)
+    zh[1:-1, 1:-1] = np.random.default_rng(3).random((H, W), dtype=np.float32)
+    zh[1:-1, -1] = 0  # the halo's column E, where the forest leaves the block
+    mh = np.zeros((H + 2, W + 2), np.uint8)
+    mh[1:-1, 1:-1] = 1  # a comb: each row's cells joined E, the last one to the halo
+    mh[1:-2, 1] |= 2  # the first column joined S
+    levels, present = np.full(H * W, np.inf, np.float32), np.ones(H * W, np.bool_)
+    cp, *_, kept, _, _, _, _ = K.leaf_reduce_cpu(zh, mh, levels, present, np.zeros(1, np.uint8))
+    assert cp.size == H and kept.size > 0
+    stopped = K.leaf_reduce_cpu(zh, mh, levels, present, np.ones(1, np.uint8))
+    assert all(a.size == 0 for a in stopped)
+
+    n = 200_000
+    w = np.random.default_rng(4).random(n - 1, dtype=np.float32)
+    indptr, adj, ws = K.csr_from_edges_cpu(n, np.arange(n - 1), np.arange(1, n), w)
+    src = np.full(n, np.inf, np.float32)
+    src[0] = 0
+    assert K.forest_dp_cpu(indptr, adj, ws, src, np.ones(1, np.uint8)).size == 0
+    np.testing.assert_array_equal(K.forest_dp_cpu(indptr, adj, ws, src, np.zeros(1, np.uint8)),
+                                  np.maximum.accumulate(np.concatenate([[0], w])))
+
+    z = random_case(2, (32, 32))
+    spec = FillSpec(z.shape, 8, 8, True)  # outlets read as given, not found by a C pass
+    layers = {"elevation": z, "mst": grid_mst(z, 8, "max", 8, "cpu").mask,
+              "outlets": outlet_cells(z, 8)}
+
+    def read(name, r0, r1, c0, c1):
+        return layers[name][r0:r1, c0:c1]
+
+    plan = spec.plan(1)
+    stopped_in_a_task(lambda: fill_leaf_up(read, spec, plan.group_level, 0, 0))
+    _, rest = walk_up(plan, (fill_leaf_up, read, spec), (fill_merge, spec), nout=3)
+    stopped_in_a_task(lambda: fill_split(spec, *plan.root, None, rest[plan.root][0]))
