@@ -278,7 +278,8 @@ def test_a_stop_ends_the_tiled_fills_kernels(stopped_in_a_task):
     raises Stopped after them (a stop waited for their whole blocks)."""
     from terrain.grid.mst import grid_mst
     from terrain.hydrology import _fill_cpu as K
-    from terrain.hydrology.fill import FillSpec, fill_leaf_up, fill_merge, fill_split
+    from terrain.hydrology.fill import FillSpec
+    from terrain.hydrology.fill import _fill_leaf_up, _fill_merge, _fill_split
     from terrain.tiles.quadtree import walk_up
     H = W = 64
     zh = np.full((H + 2, W + 2), np.nan, np.float32)
@@ -311,6 +312,6 @@ def test_a_stop_ends_the_tiled_fills_kernels(stopped_in_a_task):
         return layers[name][r0:r1, c0:c1]
 
     plan = spec.plan(1)
-    stopped_in_a_task(lambda: fill_leaf_up(read, spec, plan.group_level, 0, 0))
-    _, rest = walk_up(plan, (fill_leaf_up, read, spec), (fill_merge, spec), nout=3)
-    stopped_in_a_task(lambda: fill_split(spec, *plan.root, None, rest[plan.root][0]))
+    stopped_in_a_task(lambda: _fill_leaf_up(read, spec, None, plan.group_level, 0, 0))
+    _, rest = walk_up(plan, (_fill_leaf_up, read, spec, None), (_fill_merge, spec), nout=3)
+    stopped_in_a_task(lambda: _fill_split(spec, *plan.root, None, rest[plan.root][0]))
