@@ -37,8 +37,8 @@ from terrain.io.remote import (as_path, check_local_outputs, command_paths, insi
                                output_at, remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import (create_layer, read_block, read_layer, tiles_per_shard,
-                                  write_block, write_layers)
+from terrain.tiles.store import (create_layer, read_block, read_layer, result_compressors,
+                                 tiles_per_shard, write_block, write_layers)
 
 from ._resume import (GeoTIFFs, data_identity, drop_checkpoints, prepare_resume,
                       run_key)
@@ -142,13 +142,12 @@ def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
                             "source": geo.get("source"), "tile": tile,
                             "cellsize": [abs(gt[1]), abs(gt[5])]})
     write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
-    from terrain.grid.cost_outputs import layer_compressors
     for name, (dtype, fill, meaning) in {**LAYERS, LAKE_LABELS: _LAKE_LABELS}.items():
         if name not in names or name in group:
             continue
         arr = create_layer(group, name, dtype, fill, tile, shape,
-                           compressors=layer_compressors("allocation" if dtype == "int32"
-                                                         else "distance"),
+                           compressors=result_compressors("ids" if dtype == "int32"
+                                                          else "values"),
                            attrs={"meaning": meaning,
                                   # levels and depths in the elevations' unit
                                   **({"units": geo["units"]} if dtype == "float32"

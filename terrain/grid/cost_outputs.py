@@ -22,11 +22,11 @@ Examples
 
 import numpy as np
 
-from ..io.zarr_meta import codec
+from ..tiles.store import result_compressors
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
-           "layer_compressors", "LAYER_CODECS"]
+           "layer_compressors", "LAYER_KINDS"]
 
 
 # name -> (dtype, fill (= nodata), description)
@@ -63,9 +63,10 @@ def layer_attributes(cost, elevation_units=None):
     }
 
 
-#: Blosc settings per layer: (cname, clevel, shuffle)
-LAYER_CODECS = {"distance": ("lz4", 5, "shuffle"), "allocation": ("lz4", 5, "noshuffle"),
-                "backlink": ("lz4", 5, "bitshuffle"), "friction": ("lz4", 5, "shuffle")}
+#: what each layer's cells hold, which picks its codecs
+#: (:data:`terrain.tiles.store.RESULT_CODECS`)
+LAYER_KINDS = {"distance": "values", "allocation": "ids", "backlink": "codes",
+               "friction": "values"}
 
 
 def layer_compressors(name="distance"):
@@ -76,5 +77,4 @@ def layer_compressors(name="distance"):
     ...  for n in ("distance", "allocation", "backlink") for c in layer_compressors(n)]
     [('lz4', 'shuffle'), ('lz4', 'noshuffle'), ('lz4', 'bitshuffle')]
     """
-    cname, clevel, shuffle = LAYER_CODECS.get(name, LAYER_CODECS["distance"])
-    return (codec("blosc", cname=cname, clevel=clevel, shuffle=shuffle),)
+    return result_compressors(LAYER_KINDS.get(name, "values"))

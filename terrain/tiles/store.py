@@ -27,7 +27,8 @@ __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_til
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
            "result_dem", "link_layer", "checksummed", "check_store", "check_shard_lists",
            "check_tile_count", "window_shards", "shard_windows", "read_block", "write_block",
-           "shard_layouts", "write_windows", "write_layers", "read_layer"]
+           "shard_layouts", "write_windows", "write_layers", "read_layer", "RESULT_CODECS",
+           "result_compressors"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -105,6 +106,27 @@ def checksummed(compressors):
     if compressors and compressors[-1]["name"] == "crc32c":
         return compressors
     return (*compressors, codec("crc32c"))
+
+
+#: the Blosc settings ``(cname, clevel, shuffle)`` of a result layer by what its cells hold:
+#: LZ4 level 5 (Blosc releases the GIL: writer threads compress in parallel) after a byte
+#: shuffle (``values``: floats), none (``ids``: long runs of one label, fastest so) or a bit
+#: shuffle (``codes``: a few bits a cell); measured on cost-distance layers
+#: (docs/cost-distance.md, "Output codecs")
+RESULT_CODECS = {"values": ("lz4", 5, "shuffle"), "ids": ("lz4", 5, "noshuffle"),
+                 "codes": ("lz4", 5, "bitshuffle")}
+
+
+def result_compressors(kind="values"):
+    """The codecs of a result layer whose cells hold ``kind`` (:data:`RESULT_CODECS`), for
+    :func:`create_layer`.
+
+    >>> [(c["configuration"]["cname"], c["configuration"]["shuffle"])
+    ...  for k in ("values", "ids", "codes") for c in result_compressors(k)]
+    [('lz4', 'shuffle'), ('lz4', 'noshuffle'), ('lz4', 'bitshuffle')]
+    """
+    cname, clevel, shuffle = RESULT_CODECS[kind]
+    return (codec("blosc", cname=cname, clevel=clevel, shuffle=shuffle),)
 
 
 def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
