@@ -26,8 +26,10 @@ from pathlib import Path
 from terrain.io.outputs import check_outputs, check_store_name, format_bytes, real_path
 from terrain.errors import InputError
 
+from ._command import open_input
+
 __all__ = ["build_plan", "dry_run_command", "register", "PLANNERS",
-           "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes", "open_header",
+           "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes",
            "check_same_grid"]
 
 #: stored bytes a cell of each layer (module docstring: measured ratios)
@@ -48,41 +50,17 @@ def task_count(delayed):
     return len(graph_dict(delayed))
 
 
-def open_header(inp, tile=512, stores=True):
-    """The input's grid from its header only: a dict with ``shape``, ``tile``,
-    ``tiles_per_shard``, ``cellsize``, ``geotransform``, ``crs``, ``units`` (the elevations'
-    unit, None where not known) and ``from_store`` (a tile store keeps its own tile and
-    shards; ``stores`` False: always read as a raster)."""
-    from terrain.io.georef import unit_of
-    from terrain.tiles import is_store, open_store
-    from terrain.tiles.store import check_tile_count, check_tile_size, tiles_per_shard
-    if stores and is_store(inp):
-        store = open_store(inp)
-        return {"shape": tuple(int(s) for s in store.shape), "tile": int(store.tile),
-                "tiles_per_shard": int(store.tiles_per_shard), "cellsize": store.cellsize,
-                "geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-                "units": unit_of(store.elevation.attrs), "from_store": True}
-    from terrain.io import open_grid
-    tile = check_tile_size(tile)
-    grid = open_grid(inp)
-    shape = tuple(int(s) for s in grid.shape)
-    check_tile_count(tile, shape, inp)  # what the run would refuse, a dry run refuses
-    return {"shape": shape, "tile": int(tile), "tiles_per_shard": tiles_per_shard(tile, shape),
-            "cellsize": grid.cellsize, "geotransform": list(grid.geotransform), "crs": grid.crs,
-            "units": getattr(grid, "units", None), "from_store": False}
-
-
 def check_same_grid(path, shape, geotransform, what, crs=None):
     """:class:`InputError` unless the raster ``path`` (a friction or weights raster: ``what``)
     has the DEM's ``shape``, ``geotransform`` and (where both say one) ``crs``."""
     import numpy as np
 
     from terrain.io.georef import crs_label, same_crs
-    header = open_header(path)
-    if not same_crs(header["crs"], crs):
-        raise InputError(f"{path}: {what}'s CRS {crs_label(header['crs'])} is not the DEM's "
+    header = open_input(path)
+    if not same_crs(header.crs, crs):
+        raise InputError(f"{path}: {what}'s CRS {crs_label(header.crs)} is not the DEM's "
                          f"{crs_label(crs)}")
-    fshape, fgt = header["shape"], header["geotransform"]
+    fshape, fgt = header.shape, header.geotransform
     if tuple(fshape) != tuple(shape):
         raise InputError(f"{path}: {what} has {fshape[0]} x {fshape[1]} cells, the DEM "
                          f"{shape[0]} x {shape[1]}")
@@ -94,13 +72,13 @@ def check_same_grid(path, shape, geotransform, what, crs=None):
 
 def band_task_bytes(grid):
     """An ingest band task: a band of shard rows as float32 plus one block of text."""
-    rows, cols = grid["shape"]
-    return min(grid["tile"] * grid["tiles_per_shard"], rows) * cols * 4 + TEXT_BLOCK_BYTES
+    rows, cols = grid.shape
+    return min(grid.shard_side, rows) * cols * 4 + TEXT_BLOCK_BYTES
 
 
 def ingest_bytes(grid):
     """Stored bytes of an ingested raster (``elevation``) of ``grid``'s shape."""
-    rows, cols = grid["shape"]
+    rows, cols = grid.shape
     return rows * cols * ELEVATION_BYTES_PER_CELL
 
 
@@ -110,11 +88,12 @@ PLANNERS = {}
 
 
 def register(command, planner, default_output=None, paths=None):
-    """Make ``command``'s ``--dry-run`` plan with ``planner(plan, grid, args, inp, out)``,
-    which returns a dict: tasks, backend, memory_per_task_bytes, memory_per_worker_bytes
-    (its tasks' and caches': the process's own :data:`PROCESS_BYTES` are added),
-    output_bytes, partial_extra_bytes (the plan's own keys are read, not changed: rows,
-    cols, cells, shards, threads_per_worker). ``default_output(inp, args)``: the output when none
+    """Make ``command``'s ``--dry-run`` plan with ``planner(plan, grid, args, inp, out)``
+    (``grid``: the input's :class:`pipelines._command.InputGrid`), which returns a dict:
+    tasks, backend, memory_per_task_bytes, memory_per_worker_bytes (its tasks' and caches':
+    the process's own :data:`PROCESS_BYTES` are added), output_bytes, partial_extra_bytes
+    (the plan's own keys are read, not changed: rows, cols, cells, shards,
+    threads_per_worker). ``default_output(inp, args)``: the output when none
     is given; ``paths(args)``: ``(inputs besides INPUT, outputs besides OUT)``."""
     PLANNERS[command] = (planner, default_output, paths or (lambda args: ([], [])))
 
@@ -129,9 +108,9 @@ def build_plan(command, args):
     more_inputs, more_outputs = paths(args)
     check_outputs([inp, *more_inputs], [out, *more_outputs], args.overwrite)
     check_store_name(out)  # as the run does
-    grid = open_header(inp, args.tile, stores=command != "ingest")
-    rows, cols = grid["shape"]
-    tile, shard = grid["tile"], grid["tiles_per_shard"]
+    grid = open_input(inp, args.tile, stores=command != "ingest")
+    rows, cols = grid.shape
+    tile, shard = grid.tile, grid.tiles_per_shard
     tiles = (-(-rows // tile), -(-cols // tile))
     plan = {"command": command, "input": str(inp), "output": str(out), "rows": rows,
             "cols": cols, "cells": rows * cols, "tile": tile, "tiles": list(tiles),

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import CHECKPOINT_DIR, code_identity, finish_companions, input_identity
+from terrain.io.outputs import CHECKPOINT_DIR, code_identity, input_identity
 from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
            "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result",
            "load_result", "NotCheckpointable", "checkpoint_folder", "kept_checkpoints",
-           "checkpoint_at", "drop_stale_checkpoints", "GeoTIFFs"]
+           "checkpoint_at", "drop_stale_checkpoints"]
 
 # zarr warns of every folder in a group that is no node of it: listing a partial output's
 # arrays (its checks, a resumed run's layers) would warn of the checkpoints' one
@@ -450,30 +450,3 @@ def drop_checkpoints(partial, kept=None):
         sweep_partial_files(partial)
     return reused
 
-
-class GeoTIFFs:
-    """The GeoTIFFs ``files`` a command publishes with its store (its companions:
-    :func:`terrain.io.remote.output_at`), none when not asked; ``write(store)`` stages them
-    all from the store (:func:`terrain.io.outputs.staged_path`) and returns what the summary
-    records of them."""
-
-    def __init__(self, files, write):
-        self.files, self._write = list(files), write
-
-    def finished(self, out, key, command):
-        """A resumed run of a store this run (``key``) published whose GeoTIFFs a stop left
-        incomplete: they are staged again from it and published
-        (:func:`terrain.io.outputs.finish_companions`), and the store's ``command`` summary
-        is returned; else None (the run goes on)."""
-        recorded = []
-        if not finish_companions(out, key, self.files,
-                                 lambda store: recorded.append(self._write(store))):
-            return None
-        from terrain.io.zarr_meta import open_group
-        return {**open_group(out, mode="r").attrs[command], "geotiff": recorded[0]}
-
-    def write(self, store, summary):
-        """Stage them from the partial output ``store`` (published after it), recorded in
-        ``summary``."""
-        if self.files:
-            summary["geotiff"] = self._write(store)

@@ -34,8 +34,8 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
 
 from . import _plan as _plans
-from ._resume import (GeoTIFFs, data_identity, drop_checkpoints, prepare_resume,
-                      run_key)
+from ._command import CommandOutput, open_input
+from ._resume import data_identity, drop_checkpoints, run_key
 from .cost_distance_incore import (RUN_ATTRS, check_incore_reuse, reusable_kind,
                                    reuse_attributes, run_incore)
 from .cost_distance_store import (cost_model_attributes, dem_in_output, geotiff_files,
@@ -233,15 +233,15 @@ def parse_memory(text):
 def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=None,
                algorithm="auto", tile_sssp=None, max_height=None, reuse=None, memory=None):
     """The run's spec for the header ``grid`` after every check that needs no data."""
-    shape, gt = grid["shape"], grid["geotransform"]
+    shape, gt = grid.shape, grid.geotransform
     if friction is not None:
-        _plans.check_same_grid(friction, shape, gt, "friction raster", grid.get("crs"))
+        _plans.check_same_grid(friction, shape, gt, "friction raster", grid.crs)
     reuse_kind = None if reuse is None else reusable_kind(reuse)
     if reuse_kind == "tiled" and algorithm not in ("auto", "tiled"):  # asked: never switched
         raise InputError(f"{reuse}: holds a tiled run's index; this run is {algorithm} (an "
                          "in-core run reuses an in-core run's store)")
     memory_bytes = parse_memory(memory)
-    spec = {"shape": shape, "tile": grid["tile"], "tiles_per_shard": grid["tiles_per_shard"],
+    spec = {"shape": shape, "tile": grid.tile, "tiles_per_shard": grid.tiles_per_shard,
             "cost": cost, "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
             "algorithm": choose_algorithm(shape, friction is not None, algorithm=(
@@ -300,18 +300,15 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     inputs = [inp, friction, sources_file, stops_file, reuse]
     # (a resumed run may find the store published and its GeoTIFFs not: checked later)
     check_local_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite or resume)
-    grid = _plans.open_header(inp, tile)
-    check_weight_units(cost, grid["crs"], inp, kind="cost", units=grid["units"])
-    gt = grid["geotransform"]
-    # a DEM named relative to here, recorded absolute: the result is verified from anywhere
-    geo = {"geotransform": gt, "crs": grid["crs"], "cost": cost, "units": grid["units"],
-           "source": str(inp) if is_remote(inp) else str(Path(inp).resolve())}
-    srcs, costs = resolve_sources(gt, grid["shape"], points, cells, sources_file,
-                                  label=f"{inp}: ", crs=grid["crs"], start_cost=start_cost,
+    grid = open_input(inp, tile)
+    check_weight_units(cost, grid.crs, inp, kind="cost", units=grid.units)
+    gt, geo = grid.geotransform, {**grid.geo(), "cost": cost}
+    srcs, costs = resolve_sources(gt, grid.shape, points, cells, sources_file,
+                                  label=f"{inp}: ", crs=grid.crs, start_cost=start_cost,
                                   start_values=start_values)
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, max_cost, algorithm,
                       tile_sssp, max_height, reuse, memory)
-    stops = _stop_cells(spec, gt, stop_points, stop_cells, stops_file, f"{inp}: ", grid["crs"])
+    stops = _stop_cells(spec, gt, stop_points, stop_cells, stops_file, f"{inp}: ", grid.crs)
     if spec.get("reuse_incore") and (is_remote(out) or is_remote(reuse)):
         raise InputError(f"{reuse}: an in-core run's store is reused by linking its layers "
                          "into the output: both must be local")
@@ -319,14 +316,14 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     key = run_key("cost-distance", [p for p in inputs if p is not None and not is_remote(p)],
                   str(inp), data_identity(inp), cost, connectivity, max_cost, tile, tile_sssp,
                   max_height, spec["algorithm"], be.name, _digest(srcs, costs, stops))
-    tifs = GeoTIFFs(geotiff_files(geotiff_dir), lambda store: write_geotiffs(
-        store, geotiff_dir, memory=spec.get("memory_bytes")))
-    if resume and (done := tifs.finished(out, key, "cost_distance")):
+    output = CommandOutput(out, key, "cost_distance", geotiffs=geotiff_files(geotiff_dir),
+                           write_geotiffs=lambda store: write_geotiffs(
+                               store, geotiff_dir, memory=spec.get("memory_bytes")),
+                           overwrite=overwrite, resume=resume)
+    if done := output.finished():
         return done
     try:
-        with output_at(out, overwrite, inputs=inputs, key=key, resume=resume,
-                       companions=tifs.files) as tmp:
-            kept = prepare_resume(tmp) if resume else {}
+        with output.partial(inputs) as (tmp, kept):
             # a friction raster's store: scratch, removed before the output is finished (at
             # a URL it lies under the output's prefix: consolidated and published otherwise;
             # a killed run's is ingested again)
@@ -362,9 +359,9 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                 if spec.get("reuse_incore"):
                     summary["reuse"] = str(reuse)
                     summary["reused"] = spec["reuse_incore"]["reused"]
-            if tifs.files:  # from the partial, published after it (a failure: neither)
+            if output.geotiffs:  # from the partial, published after it (a failure: neither)
                 t0 = time.perf_counter()
-                tifs.write(tmp, summary)
+                output.write_geotiffs(tmp, summary)
                 summary["geotiff_seconds"] = round(time.perf_counter() - t0, 6)
             summary["seconds"] = round(time.perf_counter() - t_start, 6)
             open_group(tmp, mode="r+").attrs.update(attrs)
@@ -593,7 +590,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
     connectivity = check_cost_options(cost, friction, args.connectivity, args.max_cost,
                                       args.start_cost)
     be = get_backend(args.backend)
-    shape, gt, cells = grid["shape"], grid["geotransform"], plan["cells"]
+    shape, gt, cells = grid.shape, grid.geotransform, plan["cells"]
     sources_file = args.sources
     if sources_file is not None and not Path(sources_file).exists():
         raise InputError(f"{sources_file}: no such file")
@@ -602,13 +599,13 @@ def plan_cost_distance(plan, grid, args, inp, out):
     if args.source or args.source_cell or points_file or sources_file is None:
         sources = len(resolve_sources(gt, shape, args.source or (), args.source_cell or (),
                                       sources_file if points_file else None,
-                                      label=f"{inp}: ", crs=grid["crs"])[0])
+                                      label=f"{inp}: ", crs=grid.crs)[0])
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, args.max_cost,
                       args.algorithm, getattr(args, "tile_sssp", None),
                       getattr(args, "max_height", None), reuse, getattr(args, "memory", None))
     _check_stops(spec, args.stop or args.stop_cell or args.stops, f"{inp}: ")
     threads = plan["threads_per_worker"]
-    ingested = [] if grid["from_store"] else ["elevation"]
+    ingested = [] if grid.from_store else ["elevation"]
     linked = []
     ru = spec.get("reuse_incore")
     if ru is not None:  # the earlier run's ingested DEM and friction: hard links
@@ -648,7 +645,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
         extra += 16 * cells  # the blocks' distances and labels in the scratch directory
         part.update({"block": side, "blocks": blocks})
     else:
-        side = grid["tile"] * grid["tiles_per_shard"]
+        side = grid.shard_side
         solve = incore_bytes(shape, friction is not None)
         per_task = max(per_task, solve)
         window = min(side, shape[0]) * min(side, shape[1])  # a write task's shard window

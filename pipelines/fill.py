@@ -19,7 +19,6 @@ task opens itself (a cluster that shares nothing but the object store, docs/scal
 the output is finished.
 """
 
-import contextlib
 import functools
 import json
 import time
@@ -31,17 +30,17 @@ from terrain.errors import InputError, naming
 from terrain.hydrology import (LAKE_LABELS, SINKS_MEANING, FillSpec, fill_depressions,
                                fill_walks)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
-from terrain.io.georef import finish_store, mark_raster, unit_of, write_georeference
+from terrain.io.georef import mark_raster, unit_of, write_georeference
 from terrain.io.outputs import output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
-                               output_at, remove_tree)
+                               remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import (create_layer, read_block, read_layer, result_compressors,
                                  tiles_per_shard, write_block, write_layers)
 
-from ._resume import (GeoTIFFs, data_identity, drop_checkpoints, prepare_resume,
-                      run_key)
+from ._command import CommandOutput, open_input
+from ._resume import data_identity, drop_checkpoints, run_key
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
            "default_output", "named_outlets", "write_outlets", "write_geotiffs",
@@ -445,26 +444,11 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     # (a resumed run may find the store published and its GeoTIFFs not: checked later)
     check_local_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
                         overwrite or resume)
-    if is_store(inp):
-        store = open_store(inp)
-        shape, tile = store.shape, store.tile
-        geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp if is_remote(inp) else inp.resolve()),
-               "units": unit_of(store.elevation.attrs)}
-        shard = store.tiles_per_shard
-    else:
-        from terrain.io import open_grid
-        from terrain.tiles.store import check_tile_size
-        check_tile_size(tile)
-        grid = open_grid(inp)
-        shape = grid.shape
-        geo = {"geotransform": list(grid.geotransform), "crs": grid.crs,
-               "source": str(inp.resolve()), "units": getattr(grid, "units", None)}
-        shard = tiles_per_shard(tile, shape)
-    shape = tuple(int(s) for s in shape)
+    grid = open_input(inp, tile, tile_count=False)
+    shape, tile, shard, geo = grid.shape, grid.tile, grid.tiles_per_shard, grid.geo()
     cells = None if outlets is None else named_outlets(outlets, geo["geotransform"], shape,
                                                        geo.get("crs"))
-    spec = FillSpec(shape, int(tile), int(connectivity), cells is not None)
+    spec = FillSpec(shape, tile, int(connectivity), cells is not None)
     if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
         raise InputError(f"{inp}: minimum depth {min_depth!r} must be a number >= 0")
     if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
@@ -487,26 +471,26 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     from . import cluster
     key = run_key("fill", [p for p in (inp, outlets) if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), be.name)
-    tifs = GeoTIFFs(geotiff_files(geotiff_dir, GEOTIFF_LAYERS),
-                    lambda store: write_geotiffs(store, geotiff_dir, cog=cog))
-    if resume and (done := tifs.finished(out, key, "fill")):
+    output = CommandOutput(out, key, "fill",
+                           geotiffs=geotiff_files(geotiff_dir, GEOTIFF_LAYERS),
+                           write_geotiffs=lambda store: write_geotiffs(store, geotiff_dir,
+                                                                       cog=cog),
+                           overwrite=overwrite, resume=resume)
+    if done := output.finished():
         return done
     # on a cluster (--scheduler, a batch's): reached before any work, which runs there (the
     # tiled route's ingest too; in core the fill is one task), as mst's and cost-distance's
     on_cluster = not cluster.runs_in_process(scheduler)
-    with (cluster.open_scheduler(scheduler, inputs=[inp]) if on_cluster
-          else contextlib.nullcontext()), \
-            output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume,
-                      companions=tifs.files) as tmp:
-        kept = prepare_resume(tmp) if resume else {}
+    with output.partial([inp, outlets], cluster=scheduler if on_cluster else None,
+                        cluster_inputs=[inp]) as (tmp, kept):
         partial = tmp if route == "tiled" else None
         z = None
-        if is_store(inp):
+        if grid.from_store:
             open_group(tmp, mode="a" if resume else "w-")
             dem_path = inp
         elif route == "in-core":
             from .ingest import write_elevation  # the DEM stays in memory for the fill
-            z = write_elevation(grid, tmp, tile)
+            z = write_elevation(grid.raster, tmp, tile)
             dem_path = tmp
         else:  # the DEM before the outlets layer and the forest
             from .ingest import ingest_into
@@ -514,7 +498,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                         partial=cluster.remote_input(partial), label="fill-ingest")
             dem_path = tmp
         if cells is not None:
-            write_outlets(tmp, cells, shape, tile, tile * shard)
+            write_outlets(tmp, cells, shape, tile, grid.shard_side)
         if route == "in-core":
             mask = None if cells is None else np.zeros(shape, np.uint8)
             if cells is not None:
@@ -537,9 +521,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         summary["device"] = be.device_name()
         if cells is not None:
             summary["outlets_file"] = str(outlets)
-        open_group(tmp, mode="r+").attrs.update({"fill": summary})
-        finish_store(tmp)
-        tifs.write(tmp, summary)  # from the partial, published after it (a failure: neither)
+        output.publish(tmp, summary)  # the GeoTIFFs from the partial, published after it
     return summary
 
 

@@ -24,7 +24,6 @@ weights raster's store is scratch beside the output (under its prefix at a URL),
 before the output is finished.
 """
 
-import contextlib
 import functools
 import json
 import time
@@ -40,20 +39,20 @@ from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_
                                fill_fits_on_device, flow_accumulation, flow_directions,
                                flow_fits_on_device, forget_flat_states, group_totals)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
-from terrain.io.georef import (finish_store, mark_raster, unit_of, warn_degrees,
-                                write_georeference)
+from terrain.io.georef import mark_raster, unit_of, warn_degrees, write_georeference
 from terrain.io.outputs import output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
-                               output_at, remove_tree, scratch_beside)
+                               remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
 from terrain.startup import trim_free_memory
-from terrain.tiles import is_store, open_store
+from terrain.tiles import is_store
 from terrain.tiles.store import (create_layer, link_layer, read_block, read_layer,
-                                 shard_windows, tiles_per_shard, write_block, write_layers)
+                                 shard_windows, write_block, write_layers)
 
 from . import _plan as _plans
+from ._command import CommandOutput, InputGrid, open_input
 from ._resume import (checkpoint_at, checkpoint_folder, data_identity, drop_checkpoints,
-                      GeoTIFFs, prepare_resume, run_checkpointed, run_key)
+                      run_checkpointed, run_key)
 from .ingest import ingest_into, write_elevation
 
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
@@ -146,6 +145,16 @@ def _fill_result(path, connectivity, outlets):
     return dict(group.attrs)
 
 
+def _fill_store_grid(path, attrs):
+    """The :class:`pipelines._command.InputGrid` of a store ``terrain fill`` wrote (its
+    ``attrs``): its ``filled`` layer's grid and tiles (the inner chunks)."""
+    layer = open_array(path, "filled")
+    tile = int(layer.chunks[0])
+    gt = list(attrs["geotransform"])
+    return InputGrid(path, tuple(int(s) for s in layer.shape), tile, layer.shards[0] // tile,
+                     (abs(gt[1]), abs(gt[5])), gt, attrs.get("crs"), unit_of(layer.attrs))
+
+
 def _compressors(name, tiled=False):
     cname, level, shuffle = (TILED_CODECS.get(name) if tiled else None) or FLOW_LAYERS[name][2]
     return (codec("blosc", cname=cname, clevel=level, shuffle=shuffle),)
@@ -204,26 +213,16 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     dem_layer = "elevation" if fill_attrs is None else "filled"
     if fill_attrs is not None:  # its filled layer is the filled DEM: no fill again
         filled = True
-        layer = open_array(inp, "filled")
-        shape, tile = layer.shape, int(layer.chunks[0])  # its tiles: the inner chunks
-        gt, crs = list(fill_attrs["geotransform"]), fill_attrs.get("crs")
-        shard = layer.shards[0] // tile
-    elif is_store(inp):
-        store = open_store(inp)
-        shape, tile, gt = store.shape, store.tile, list(store.geotransform)
-        crs = store.attrs.get("crs")
-        shard = store.tiles_per_shard
+        grid = _fill_store_grid(inp, fill_attrs)
     else:
-        from terrain.io import open_grid
-        grid = open_grid(inp)
-        shape, gt, crs = grid.shape, list(grid.geotransform), grid.crs
-        shard = tiles_per_shard(tile, shape)
-    shape = tuple(int(s) for s in shape)
+        grid = open_input(inp, tile, tile_count=False)
+    shape, tile, shard, side = grid.shape, grid.tile, grid.tiles_per_shard, grid.shard_side
+    gt, crs = grid.geotransform, grid.crs
     warn_degrees(crs, inp, DEGREE_STEPS)
     cells = None if outlets is None else named_outlets(outlets, gt, shape, crs)
     if weights is not None:
         _plans.check_same_grid(weights, shape, gt, "weights raster", crs)
-    spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),
+    spec = FlowSpec(shape, tile, int(connectivity), (abs(gt[1]), abs(gt[5])),
                     outlets is None)
     if resume and route == "in-core":
         raise InputError(f"{inp}: a resumed flow takes the tiled route (in core a run keeps "
@@ -232,36 +231,35 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     if (chosen == "in-core" and route == "auto" and not filled
             and fill_route(shape, be) != "in-core"):
         chosen = "tiled"  # the in-core route fills in core too
-    side = int(tile) * shard
     weights_tmp = None
     wall = {}
     z = None  # the elevations, when the ingest keeps them
     key = run_key("flow", [p for p in (inp, outlets, weights)
                            if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), bool(filled), be.name)
-    tifs = GeoTIFFs(geotiff_files(geotiff_dir, GEOTIFF_LAYERS),
-                    lambda store: write_flow_geotiffs(store, geotiff_dir, cog))
-    if resume and (done := tifs.finished(out, key, "flow")):
+    output = CommandOutput(out, key, "flow",
+                           geotiffs=geotiff_files(geotiff_dir, GEOTIFF_LAYERS),
+                           write_geotiffs=lambda store: write_flow_geotiffs(store, geotiff_dir,
+                                                                            cog),
+                           overwrite=overwrite, resume=resume)
+    if done := output.finished():
         return done
     # on a cluster (--scheduler, a batch's): reached before any work, which runs there (the
     # tiled route's ingest too; in core the flow is one task), as mst's and cost-distance's
     on_cluster = not runs_in_process(scheduler)
     try:
-        with (open_scheduler(scheduler, inputs=[inp, weights]) if on_cluster
-              else contextlib.nullcontext()), \
-                output_at(out, overwrite, inputs=[inp, outlets, weights], key=key,
-                          resume=resume, companions=tifs.files) as tmp:
-            kept = prepare_resume(tmp) if resume else {}
+        with output.partial([inp, outlets, weights], cluster=scheduler if on_cluster else None,
+                            cluster_inputs=[inp, weights]) as (tmp, kept):
             reused = 0
             t0 = time.perf_counter()
-            if fill_attrs is not None or is_store(inp):
+            if grid.from_store:  # a fill's store too
                 group = open_group(tmp, mode="a" if kept else "w-")
                 write_georeference(group, shape, gt, crs)
                 group.attrs.update({"geotransform": gt, "crs": crs, "source": str(inp),
                                     "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
                 dem_path = inp
             elif chosen == "in-core":  # read whole, kept for the route not to read it back
-                z = write_elevation(grid, tmp, tile)
+                z = write_elevation(grid.raster, tmp, tile)
                 dem_path = tmp
             else:
                 ingest_into(remote_input(inp), remote_input(tmp), tile,
@@ -330,9 +328,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                        "reused_tasks": reused,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
-            open_group(tmp, mode="r+").attrs.update({"flow": summary})
-            finish_store(tmp)
-            tifs.write(tmp, summary)  # from the partial, published after it
+            output.publish(tmp, summary)  # the GeoTIFFs from the partial, published after it
     finally:
         if weights_tmp is not None:
             remove_tree(weights_tmp)

@@ -400,9 +400,9 @@ def _plan(plan, grid, args, inp, out):
     """``ingest --dry-run``: the graph's tasks, a band task's memory (:mod:`pipelines._plan`)."""
     from terrain.io.outputs import partial_path
 
-    key = run_key("ingest", [inp], grid["tile"], None)
+    key = run_key("ingest", [inp], grid.tile, None)
     per_task = _plans.band_task_bytes(grid)
-    graph = build_ingest_graph(inp, partial_path(out, key), grid["tile"])
+    graph = build_ingest_graph(inp, partial_path(out, key), grid.tile)
     return {"tasks": _plans.task_count(graph), "backend": "cpu (text parser / GDAL)",
             "memory_per_task_bytes": per_task,
             # the band tasks in flight are bounded by a host budget, not the threads

@@ -28,21 +28,20 @@ from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
                               merge_step, super_tile_fits, super_tile_side)
 from terrain.grid.mst_device import fits_in_core
-from terrain.io import AsciiGrid, open_grid
-from terrain.io.georef import check_weight_units, finish_store, unit_of, write_georeference
+from terrain.io import AsciiGrid
+from terrain.io.georef import check_weight_units, write_georeference
 from terrain.io.outputs import output_beside, staged_path
-from terrain.io.remote import (check_local_outputs, command_paths, input_fingerprints, is_remote,
-                               output_at)
+from terrain.io.remote import check_local_outputs, command_paths, input_fingerprints, is_remote
 from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
-from terrain.tiles.store import (check_tile_count, check_tile_size, create_layer, read_block,
-                                 shard_windows, tiles_per_shard, write_block)
+from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
+                                 write_block)
 
 from . import _plan as _plans
+from ._command import CommandOutput, open_input
 from .cluster import cluster_active
-from ._resume import (GeoTIFFs, data_identity, drop_checkpoints, prepare_resume,
-                      run_key)
+from ._resume import data_identity, drop_checkpoints, run_key
 from .mst_input import (IO_THREADS, GridRejected, HeldGrid, device_text_fits, held_get,
                         held_put, held_wait, hold, load_grid, shard_runs)
 
@@ -432,28 +431,6 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
                                upstream, geo, in_core, device_mask, free))
 
 
-def _open_input(inp, tile):
-    """``(source, geo, shape, tile, cellsize, shard tiles)`` of a tile store (at a path, a
-    URL or a :class:`terrain.io.remote.Location`) or a grid file."""
-    if is_remote(inp):
-        store = open_store(inp)
-        geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp), "units": unit_of(store.elevation.attrs)}
-        return inp, geo, store.shape, store.tile, store.cellsize, store.tiles_per_shard
-    if inp.is_dir() and not is_store(inp):
-        raise InputError(f"{inp}: is a directory, not a grid file or a tile store written by "
-                         "ingest")
-    if is_store(inp):
-        store = open_store(inp)
-        geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp.resolve()), "units": unit_of(store.elevation.attrs)}
-        return inp, geo, store.shape, store.tile, store.cellsize, store.tiles_per_shard
-    grid = open_grid(inp)
-    check_tile_count(check_tile_size(tile), grid.shape, inp)
-    return (grid, {"crs": grid.crs, "units": getattr(grid, "units", None)}, grid.shape, tile,
-            grid.cellsize, tiles_per_shard(tile, grid.shape))
-
-
 def _check_geotiff_name(path):
     if path is not None and Path(path).suffix.lower() not in (".tif", ".tiff"):
         raise InputError(f"{path}: a GeoTIFF is written there; name it .tif or .tiff")
@@ -476,35 +453,36 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     be = get_backend(backend)
     inp, out = command_paths(input_path, output_path, default_output)
     began = input_fingerprints([inp])  # before its header is read
-    source, geo, shape, tile, cellsize, shard = _open_input(inp, tile)
+    grid = open_input(inp, tile)
     # (a resumed run may find the store published and its GeoTIFF not: checked later)
     check_local_outputs([inp], [out, geotiff], overwrite or resume)
     _check_geotiff_name(geotiff)
-    check_weight_units(weight, geo["crs"], inp, units=geo["units"])
+    check_weight_units(weight, grid.crs, inp, units=grid.units)
     try:
-        spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(connectivity), weight,
-                       tuple(float(c) for c in cellsize))
+        spec = MSTSpec(grid.shape, grid.tile, int(connectivity), weight,
+                       tuple(float(c) for c in grid.cellsize))
     except InputError as e:
         raise InputError(f"{inp}: {e}") from None
-    route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core,
+    route = mst_route(spec, be, isinstance(grid.raster, AsciiGrid), scheduler, in_core,
                       resume, cluster_active=cluster_active())
     key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
 
     def stage_geotiff(store):
         write_geotiff(store, staged_path(geotiff), cog=cog, shown=geotiff)
         return str(geotiff)
-    tifs = GeoTIFFs([geotiff] if geotiff else [], stage_geotiff)
-    if resume and (done := tifs.finished(out, key, "mst")):
+    output = CommandOutput(out, key, "mst", geotiffs=[geotiff] if geotiff else [],
+                           write_geotiffs=stage_geotiff, overwrite=overwrite, resume=resume)
+    if done := output.finished():
         return done
-    with output_at(out, overwrite, inputs=[inp], key=key, resume=resume,
-                   companions=tifs.files, began=began) as tmp:
-        kept = prepare_resume(tmp) if resume else {}
+    source = inp if grid.from_store else grid.raster
+    with output.partial([inp], began=began) as (tmp, kept):
         wall = {}
         if route.held:
-            summary = _run_held(route, source, geo, tmp, spec, shard, be, wall)
+            summary = _run_held(route, source, grid.geo(), tmp, spec, grid.tiles_per_shard,
+                                be, wall)
         else:
-            summary = _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core,
-                                 scheduler)
+            summary = _run_graph(route, source, inp, grid.geo(), tmp, spec,
+                                 grid.tiles_per_shard, be, in_core, scheduler)
         reused = drop_checkpoints(tmp, kept)
         _check_weights(inp, tmp, spec)
         if "parsed_on" in wall:
@@ -513,9 +491,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
         summary.update(seconds=round(time.perf_counter() - t_start, 6), output=str(out),
                        device=be.device_name(), reused_tasks=reused)
-        open_group(tmp, mode="r+").attrs.update({"mst": summary})
-        finish_store(tmp)
-        tifs.write(tmp, summary)  # from the partial, published after it (a failure: neither)
+        output.publish(tmp, summary)
     return summary
 
 
@@ -664,12 +640,12 @@ def _plan(plan, grid, args, inp, out):
     """``mst --dry-run``: the route (:func:`mst_route`), its tasks and memory."""
     from terrain.io.outputs import partial_path
 
-    shape, tile, shard = grid["shape"], grid["tile"], grid["tiles_per_shard"]
+    shape, tile, shard = grid.shape, grid.tile, grid.tiles_per_shard
     spec = MSTSpec(shape, tile, int(args.connectivity), args.weight,
-                   tuple(float(c) for c in grid["cellsize"]))
+                   tuple(float(c) for c in grid.cellsize))
     scheduler = getattr(args, "scheduler", None)
     be = get_backend(args.backend)
-    text = not grid["from_store"] and isinstance(open_grid(inp), AsciiGrid)
+    text = isinstance(grid.raster, AsciiGrid)
     free = free_device_bytes(be)
     route = mst_route(spec, be, text, scheduler, "auto",
                       getattr(args, "resume", False), free, cluster_active())
@@ -677,17 +653,17 @@ def _plan(plan, grid, args, inp, out):
     if route.graph and not route.device_text:
         partial = partial_path(out, run_key("mst", [inp], spec, data_identity(inp)))
         upstream = None
-        if not grid["from_store"]:
+        if not grid.from_store:
             from .ingest import build_ingest_graph
             upstream = build_ingest_graph(inp, partial, tile)
-        tasks = _plans.task_count(build_mst_graph(inp if grid["from_store"] else partial,
+        tasks = _plans.task_count(build_mst_graph(inp if grid.from_store else partial,
                                                   partial, spec, shard, be, upstream,
                                                   free=free))
     side = min(tile * shard, max(shape))
     edges = args.connectivity // 2
-    per_task = max(0 if grid["from_store"] else _plans.band_task_bytes(grid),
+    per_task = max(0 if grid.from_store else _plans.band_task_bytes(grid),
                    side * side * (4 + 1 + edges * _plans.EDGE_BYTES))
-    out_bytes = ((0 if grid["from_store"] else _plans.ingest_bytes(grid))
+    out_bytes = ((0 if grid.from_store else _plans.ingest_bytes(grid))
                  + plan["cells"] * _plans.MASK_BYTES_PER_CELL)
     extra = plan["shards"] * 64 + plan["shards"] * 4 * side * _plans.EDGE_BYTES * 2
     return {"tasks": tasks, "path": route.path, "route": route.describe(),

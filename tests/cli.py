@@ -171,7 +171,8 @@ def killed_mid_shard(marker=None, main=False):
 def rewritten_before_finishing(monkeypatch, tmp_path, store, command):
     """A DEM store ``store`` (a path or URL) ingested from one synthetic DEM, which another
     command's ingest of a second one rewrites just before ``command``'s run finishes its
-    output (its module's ``finish_store``): the run must notice. Returns the module."""
+    output (``finish_store`` of :class:`pipelines._command.CommandOutput`, which publishes
+    every grid command's): the run must notice. Returns the command's module."""
     import importlib
 
     from pipelines.ingest import ingest
@@ -179,14 +180,15 @@ def rewritten_before_finishing(monkeypatch, tmp_path, store, command):
     write_synth(tmp_path / "a.asc", 60, 50, seed=1)
     write_synth(tmp_path / "b.asc", 60, 50, seed=2)
     ingest(tmp_path / "a.asc", store, tile=16, scheduler="synchronous")
+    import pipelines._command as publishing
     module = importlib.import_module(f"pipelines.{command}")
-    real = module.finish_store
+    real = publishing.finish_store
 
     def rewritten_first(path):
         ingest(tmp_path / "b.asc", store, tile=16, scheduler="synchronous", overwrite=True)
         return real(path)
 
-    monkeypatch.setattr(module, "finish_store", rewritten_first)
+    monkeypatch.setattr(publishing, "finish_store", rewritten_first)
     return module
 
 

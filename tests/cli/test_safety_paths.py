@@ -234,8 +234,8 @@ def test_numba_kernels_run_without_a_writable_cache_folder(tmp_path):
 #: writes: (module, function, the folder's file to expect in the message, extra arguments)
 FOLDER_TAKEN_AT = {
     "ingest": ("pipelines.ingest", "create_elevation", "x.zarr", []),
-    "mst": ("pipelines.mst", "finish_store", "x.zarr", []),
-    "fill": ("pipelines.fill", "finish_store", "x.zarr", []),
+    "mst": ("pipelines._command", "finish_store", "x.zarr", []),
+    "fill": ("pipelines._command", "finish_store", "x.zarr", []),
     "cost-distance": ("terrain.io.geotiff", "_write_one", "distance.tif",
                       ["--source-cell", "3,3"]),
 }
@@ -330,7 +330,7 @@ def test_another_users_killed_run_in_a_sticky_folder_is_named(tmp_path, monkeypa
     still there. Now the lock is named as another user's; a partial that stays is said to
     stay, and refused where the run writes (a partial of other options: kept, the run goes
     on)."""
-    import pipelines.mst
+    import pipelines._command
     from cli import run_main
     from terrain.io.outputs import OtherRunsPartial
 
@@ -340,7 +340,7 @@ def test_another_users_killed_run_in_a_sticky_folder_is_named(tmp_path, monkeypa
 
     def killed(*args):  # the run's partial is kept, as a killed run leaves it
         raise OtherRunsPartial("killed")
-    monkeypatch.setattr(pipelines.mst, "finish_store", killed)
+    monkeypatch.setattr(pipelines._command, "finish_store", killed)
     monkeypatch.chdir(shared)
     assert run_main(capfd, "mst", "a.asc", "-o", "k.zarr")[0] == 2
     [partial] = [p for p in os.listdir(shared) if p.startswith(".k.zarr.partial-")]

@@ -185,7 +185,7 @@ def test_input_replaced_after_its_header_is_told_as_changed(tmp_path, monkeypatc
     from grids import replaced_after_its_header, write_asc
     from terrain.errors import InputError
     dem = write_asc(tmp_path / "dem.asc", np.arange(30 * 40, dtype=np.float32).reshape(30, 40))
-    replaced_after_its_header(monkeypatch, mst, "_open_input", dem)
+    replaced_after_its_header(monkeypatch, mst, "open_input", dem)
     with pytest.raises(InputError, match="dem.asc: changed while this run read it"):
         mst.run_mst(dem, tmp_path / "m.zarr", tile=16, backend="cpu", scheduler="synchronous",
                     in_core=in_core)
