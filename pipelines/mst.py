@@ -5,9 +5,10 @@ questions); each route wins its regime (docs/mst.md, "Routes"):
 
 ``in-core`` (the grid fits the backend's whole-grid kernel; no Dask unless ``--scheduler``
 or ``--resume``), ``super-tiles`` (GPU: groups as large as the device holds) and ``tiled``
-(CPU: tile batches per shard). :func:`build_mst_graph` wires the phases of
-:mod:`terrain.grid.mst` along the quadtree walks: ``mst-prepare`` → ``mst-group`` →
-``mst-merge`` → ``mst-expand`` → ``mst-write`` → ``mst-finish``.
+(CPU: tile batches per shard). :func:`build_mst_graph` runs the walks of
+:func:`terrain.grid.mst.mst_walks` as tasks, each group reading its block from the store (or
+the held grid) and writing its mask there: ``mst-prepare`` → ``mst-group`` → ``mst-merge`` →
+``mst-expand`` → ``mst-write`` → ``mst-finish``.
 """
 
 import contextlib
@@ -23,10 +24,9 @@ import numpy as np
 
 from terrain.backend import free_device_bytes, get_backend
 from terrain.errors import InputError, naming
-from terrain.grid.edges import WeightSum, check_weight_range
-from terrain.grid.merge import Changes, apply_changes
-from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
-                              merge_step, super_tile_fits, super_tile_side)
+from terrain.grid.edges import check_weight_range
+from terrain.grid.merge import apply_changes
+from terrain.grid.mst import MSTSpec, finish_stats, mst_walks, super_tile_side
 from terrain.grid.mst_device import fits_in_core
 from terrain.io import AsciiGrid
 from terrain.io.georef import check_weight_units, write_georeference
@@ -34,7 +34,7 @@ from terrain.io.outputs import output_beside, staged_path
 from terrain.io.remote import check_local_outputs, command_paths, input_fingerprints, is_remote
 from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import is_store, open_store
-from terrain.tiles.quadtree import call_now, walk_down, walk_up
+from terrain.tiles.quadtree import call_now
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                  write_block)
 
@@ -216,36 +216,36 @@ def _slot(name, count):
         return _pools[(name, count)]
 
 
-def _group_task(dem, spec, backend, super_tile, in_flight, sides, prepared, device_mask,
-                level, i, j):
-    """A group's forest and its provisional mask, written to ``mst`` or put in ``device_mask``.
-    ``in_flight``: super-tiles a process runs at once; ``sides``: input's and output's shards."""
-    be = get_backend(backend)
-    win = spec.window(level, i, j)
+@contextlib.contextmanager
+def _group_slot(dem, in_flight, window):
+    """:func:`terrain.grid.mst.mst_walks`'s ``slot``: a group of a held grid waits for its
+    rows, then holds one of the ``in_flight`` super-tiles a process runs at once (None: no
+    bound)."""
     if isinstance(dem, HeldGrid):
-        held_wait(dem, win[1])  # before its slot: a group waiting for its rows holds none
-    with _slot("super-tiles", in_flight if super_tile else None):
-        t0 = time.perf_counter()
-        shape = (win[1] - win[0], win[3] - win[2])
-        # the whole grid was found to fit by the route (no reduction: nothing goes up)
-        in_core = super_tile and (shape == spec.shape or super_tile_fits(shape, be))
-        if isinstance(dem, HeldGrid):
-            z = held_get(dem, win, be, on_device=in_core)
-        else:
-            z = _read(dem, "elevation", win, sides[0], spec.shape, np.float32)
-        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, in_core)
-        t0 = time.perf_counter()
-        if device_mask is None:
-            _write(prepared, "mst", win, sides[1], spec.shape, g.mask)
-        else:
-            held_put(device_mask, win, g.mask, be)
-        g.times["write"] = time.perf_counter() - t0
-    # bytes of the store read and written (a held grid is neither)
-    stats = {"times": g.times, "read_bytes": 0 if isinstance(dem, HeldGrid) else z.nbytes,
-             "written_bytes": 0 if device_mask is not None else g.mask.nbytes,
-             "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
-             "forest_edges": g.forest_edges, "vertices": g.vertices}
-    return g.graph, g.changes, stats
+        held_wait(dem, window[1])  # before its slot: a group waiting for its rows holds none
+    with _slot("super-tiles", in_flight):
+        yield
+
+
+def _read_group(dem, spec, backend, side, window, on_device):
+    """:func:`terrain.grid.mst.mst_walks`'s ``read``: a group's elevations from the held
+    grid (on the device when ``on_device``) or the store (shards of ``side`` cells); bytes
+    of the store read (a held grid's are none)."""
+    if isinstance(dem, HeldGrid):
+        return held_get(dem, window, get_backend(backend), on_device=on_device), 0
+    z = _read(dem, "elevation", window, side, spec.shape, np.float32)
+    return z, z.nbytes
+
+
+def _keep_mask(out_path, spec, backend, side, device_mask, window, mask):
+    """:func:`terrain.grid.mst.mst_walks`'s ``keep``: a group's provisional mask written to
+    ``mst`` (shards of ``side`` cells) or put in ``device_mask``; bytes of the store
+    written."""
+    if device_mask is None:
+        _write(out_path, "mst", window, side, spec.shape, mask)
+        return mask.nbytes
+    held_put(device_mask, window, mask, get_backend(backend))
+    return 0
 
 
 #: write tasks reading and writing mask shards at once in a process: their buffers, not
@@ -253,11 +253,10 @@ def _group_task(dem, spec, backend, super_tile, in_flight, sides, prepared, devi
 WRITE_SLOTS = 16
 
 
-def _write_task(out_path, spec, side, device_mask, level, i, j, incoming, own):
-    """Apply a group's changes to its provisional mask: only the shards a change reaches are
-    rewritten (with ``device_mask``: the whole group, once)."""
-    win = spec.window(level, i, j)
-    changes = Changes.concat([incoming, own])
+def _write_changes(out_path, spec, side, device_mask, win, changes):
+    """:func:`terrain.grid.mst.mst_walks`'s ``apply``: a group's changes applied to its
+    provisional mask: only the shards a change reaches are rewritten (with ``device_mask``:
+    the whole group, once)."""
     times = {"read": 0.0, "expand": 0.0, "write": 0.0}
     lock = threading.Lock()
 
@@ -279,11 +278,8 @@ def _write_task(out_path, spec, side, device_mask, level, i, j, incoming, own):
     with _slot("write", WRITE_SLOTS):
         nbytes = sum(_each(one, _changes_by_window(spec, side, win, changes,
                                                    device_mask is not None)))
-    # every change reaches exactly one window: the sums here add up to the forest's
-    changes_sum = WeightSum().add(changes.added_w).add(changes.dropped_w, sign=-1)
     return {"times": times, "read_bytes": nbytes if device_mask is None else 0,
-            "written_bytes": nbytes, "changes_sum": changes_sum.acc,
-            "changes_edges": len(changes.added) - len(changes.dropped)}
+            "written_bytes": nbytes}
 
 
 def _changes_by_window(spec, side, win, changes, every=False):
@@ -308,29 +304,15 @@ def _changes_by_window(spec, side, win, changes, every=False):
     return [(w, changes.take(inside(ra, ca, w), inside(rd, cd, w))) for w in wins]
 
 
-def _finish(out_path, spec, group_stats, node_stats, writes, meta):
-    """Sum the statistics into the output's attributes; return the summary."""
-    times = {p: 0.0 for p in PHASES}
-    totals = {"read_bytes": 0, "written_bytes": 0, "graph_bytes": 0}
-    fsum, fedges, verts = WeightSum(), 0, 0
-    for s in list(group_stats) + list(node_stats) + list(writes):
-        for p, v in s.get("times", {}).items():
-            times[p] += v
-        for key in totals:
-            totals[key] += int(s.get(key, 0))
-        if "forest_sum" in s:
-            fsum.merge(WeightSum(s["forest_sum"]))
-            fedges += s["forest_edges"]
-            verts += s["vertices"]
-        if "changes_sum" in s:
-            fsum.merge(WeightSum(s["changes_sum"]))
-            fedges += s["changes_edges"]
-    total, edges = finish_stats(fsum, fedges, Changes())
-    summary = {"total_weight": total, "edges": int(edges), "trees": int(verts - edges),
-               "vertices": int(verts), "rows": spec.shape[0], "cols": spec.shape[1],
-               "tile": spec.tile, "levels": spec.levels, "connectivity": spec.connectivity,
-               "weight": spec.weight, **meta,
-               "phase_seconds": {p: round(v, 6) for p, v in times.items()}, **totals}
+def _finish(out_path, spec, stats, meta):
+    """Sum the walks' statistics into the output's attributes; return the summary."""
+    t = finish_stats(stats)
+    summary = {"total_weight": t["total_weight"], "edges": t["edges"],
+               "trees": t["vertices"] - t["edges"], "vertices": t["vertices"],
+               "rows": spec.shape[0], "cols": spec.shape[1], "tile": spec.tile,
+               "levels": spec.levels, "connectivity": spec.connectivity, "weight": spec.weight,
+               **meta, "phase_seconds": {p: round(v, 6) for p, v in t["times"].items()},
+               **{k: t[k] for k in ("read_bytes", "written_bytes", "graph_bytes")}}
     open_group(out_path, mode="r+").attrs.update({"mst": summary})
     return summary
 
@@ -381,31 +363,28 @@ def _dem_shard_side(dem):
 
 def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_core,
           device_mask=None, free=None):
-    """The steps of the forest along the quadtree walks, each made by ``call``
-    (:func:`terrain.tiles.quadtree.call_now` in this process, or a :class:`TaskGraph`'s);
-    returns what the finish step returns."""
+    """:func:`terrain.grid.mst.mst_walks` with its steps made by ``call``
+    (:func:`terrain.tiles.quadtree.call_now` in this process, or a :class:`TaskGraph`'s),
+    each group reading its block from ``dem`` and its mask kept in ``out_path``'s ``mst``
+    (or ``device_mask``); returns what the finish step returns."""
     be = get_backend(backend)
     group_tiles, super_tile, in_flight = _groups(spec, group_tiles, be, in_core, free)
     plan = spec.plan(group_tiles)
     prepared = call(_prepare, out_path, spec, geo or {}, upstream, key=("prepare",))
     mask_side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
     dem_side = _dem_shard_side(dem) or mask_side
-    _, rest = walk_up(plan, (_group_task, dem, spec, be.name, super_tile,
-                             in_flight, (dem_side, mask_side), prepared, device_mask),
-                      (merge_step, spec), call, nout=3, names=("group", "merge"))
+    stats = mst_walks(
+        spec, plan, functools.partial(_read_group, dem, spec, be.name, dem_side),
+        functools.partial(_keep_mask, out_path, spec, be.name, mask_side, device_mask),
+        functools.partial(_write_changes, out_path, spec, mask_side, device_mask),
+        call=call, after=prepared, backend=be.name, super_tiles=super_tile,
+        whole=True,  # a group that is the whole grid: the route found that it fits
+        slot=functools.partial(_group_slot, dem, in_flight if super_tile else None))
     g = plan.group_level
-    own = {node: r[:1] for node, r in rest.items()}
-    stats = [rest[(g, i, j)][1] for (i, j) in plan.groups]
-    node_rest, writes = walk_down(plan, (expand_step, spec), (_write_task, prepared, spec,
-                                                              mask_side, device_mask), call,
-                                  extra=own, node_nout=5, names=("expand", "write"))
-    node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
-                  + [r[0] for r in node_rest.values()])
     path = ("in-core" if super_tile and len(plan.groups) == 1 and g == spec.levels - 1
             else "super-tiles" if super_tile else "tiled")
     meta = {"backend": be.name, "group_tiles": 1 << g, "path": path}
-    return call(_finish, prepared, spec, stats, node_stats, list(writes.values()), meta,
-                key=("finish",))
+    return call(_finish, prepared, spec, stats, meta, key=("finish",))
 
 
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,

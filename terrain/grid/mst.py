@@ -3,13 +3,15 @@
 Tiled: each group's tile forests (Borůvka, :mod:`terrain.grid._boruvka`) or its whole forest
 (a super-tile, the in-core kernel) are reduced (:mod:`terrain.grid.reduce`), merged up the
 quadtree (:func:`terrain.grid.merge.merge_level`) and the merges' changes routed back down to
-the masks, along the walks of :mod:`terrain.tiles.quadtree`; ``pipelines/mst.py`` runs the same
-steps as Dask tasks. The total order ``(weight, id)`` and the exact :class:`WeightSum` make the
-forest and its weight identical for every tile size, schedule and backend. :func:`grid_mst` is
+the masks, along the walks of :mod:`terrain.tiles.quadtree`: :func:`mst_walks`, the one
+sequence that :func:`grid_mst` runs in memory and ``pipelines/mst.py`` as Dask tasks. The
+total order ``(weight, id)`` and the exact :class:`WeightSum` make the forest and its weight
+identical for every tile size, schedule and backend. :func:`grid_mst` is
 the one dispatch point; the backends' kernels are paired in :class:`_CpuOps`/:class:`_GpuOps`.
 See docs/mst.md.
 """
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +22,7 @@ import numpy as np
 from .. import native
 from ..backend import array_backend, get_backend
 from ..errors import InputError
-from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
+from ..tiles.quadtree import QuadtreePlan, TiledGrid, call_now, walk_down, walk_up
 from ..tiles.store import TileStore, check_tile_size, is_store, open_store, shard_windows
 from .edges import (MAX_TILE, WeightSum, block_sides, check_connectivity, horizontal_lengths,
                     weight_model_code)
@@ -28,9 +30,8 @@ from .merge import Changes, LevelGraph, apply_changes, merge_level, split_change
 from .mst_device import (BYTES_PER_CELL, MAX_CELLS, REDUCE_BYTES_PER_CELL, fits_in_core,
                          in_core_mst)
 
-__all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "GroupResult", "group_forest", "merge_node",
-           "merge_step", "expand_step", "finish_stats", "super_tile_side", "super_tile_fits",
-           "thread_stream", "PHASES"]
+__all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "GroupResult", "group_forest", "mst_walks",
+           "finish_stats", "super_tile_side", "super_tile_fits", "thread_stream", "PHASES"]
 
 PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")
 IN_CORE = ("auto", True, False, "groups")
@@ -81,7 +82,7 @@ class GroupResult:
     times: dict = field(default_factory=dict)
 
 
-def merge_node(spec, level, i, j, children):
+def _merge_node(spec, level, i, j, children):
     """Merge the children's graphs of node ``(level, i, j)``: ``(graph, changes, seconds)``."""
     t0 = time.perf_counter()
     half = spec.tile << (level - 1)
@@ -90,14 +91,14 @@ def merge_node(spec, level, i, j, children):
     return graph, changes, time.perf_counter() - t0
 
 
-def merge_step(spec, k, i, j, *children):
+def _merge_step(spec, k, i, j, *children):
     """The walk's merge step: ``(graph, changes, stats)`` of node ``(k, i, j)``."""
-    graph, changes, seconds = merge_node(spec, k, i, j, list(children))
+    graph, changes, seconds = _merge_node(spec, k, i, j, list(children))
     stats = {"times": {"merge": seconds}, "graph_bytes": graph.nbytes + changes.nbytes}
     return graph, changes, stats
 
 
-def expand_step(spec, k, i, j, incoming, own):
+def _expand_step(spec, k, i, j, incoming, own):
     """The walk's top-down node step: node ``(k, i, j)``'s incoming and own changes split
     among its four children, then ``stats``."""
     t0 = time.perf_counter()
@@ -166,8 +167,8 @@ def _tile_batches(spec, z_block, window, group_level, times):
     inner = QuadtreePlan.build((r1 - r0, c1 - c0), T, 1, nlevels=group_level + 1)
 
     def merge(k, i, j, *kids):
-        g, ch, _ = merge_node(spec, k, (gi << (group_level - k)) + i,
-                              (gj << (group_level - k)) + j, kids)
+        g, ch, _ = _merge_node(spec, k, (gi << (group_level - k)) + i,
+                               (gj << (group_level - k)) + j, kids)
         return g, ch
 
     graph, own = walk_up(inner, lambda k, i, j: (graphs[(i, j)], None), merge)
@@ -270,11 +271,126 @@ class GridMSTResult:
     path: str = "tiled"
 
 
-def finish_stats(groups_sum, groups_edges, changes):
-    """``(total_weight, edges)`` from the tile forests' sums and all changes."""
-    total = WeightSum(groups_sum.acc).add(changes.added_w).add(changes.dropped_w, sign=-1)
-    edges = groups_edges + len(changes.added) - len(changes.dropped)
-    return total.value(), int(edges)
+def _group_step(read, keep, spec, backend, super_tiles, whole, slot, after, level, i, j):
+    """The walk's leaf step, up: a group's forest (:func:`group_forest`), its provisional
+    mask given to ``keep``; ``(graph, changes, stats)`` (``after``: what runs first)."""
+    del after
+    be = get_backend(backend)
+    win = spec.window(level, i, j)
+    shape = (win[1] - win[0], win[3] - win[2])
+    # the whole grid found to fit by the caller needs no reduction: nothing goes up
+    in_core = super_tiles and ((whole and shape == spec.shape) or super_tile_fits(shape, be))
+    with slot(win) if slot is not None else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        z, read_bytes = read(win, in_core)
+        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, in_core)
+        t0 = time.perf_counter()
+        written_bytes = keep(win, g.mask)
+        g.times["write"] = time.perf_counter() - t0
+    stats = {"times": g.times, "read_bytes": read_bytes, "written_bytes": written_bytes,
+             "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
+             "forest_edges": g.forest_edges, "vertices": g.vertices}
+    return g.graph, g.changes, stats
+
+
+def _write_step(apply, spec, after, level, i, j, incoming, own):
+    """The walk's leaf step, down: the changes that reached a group (its ancestors' and its
+    own) given to ``apply``; its statistics (``after``: what runs first)."""
+    del after
+    changes = Changes.concat([incoming, own])
+    stats = apply(spec.window(level, i, j), changes)
+    # every change reaches exactly one group: the sums here add up to the forest's
+    changes_sum = WeightSum().add(changes.added_w).add(changes.dropped_w, sign=-1)
+    stats.update(changes_sum=changes_sum.acc,
+                 changes_edges=len(changes.added) - len(changes.dropped))
+    return stats
+
+
+def mst_walks(spec, plan, read, keep, apply, call=call_now, after=None, backend=None,
+              super_tiles=False, whole=False, slot=None):
+    """The tiled forest along the quadtree walks of ``plan`` (docs/mst.md, "The algorithm
+    as implemented"): each group's forest, its provisional mask given to ``keep``, merged up
+    to the root; then the merges' changes routed down, each group's given to ``apply``. The
+    one sequence of both drivers, :func:`grid_mst` in memory and ``pipelines.mst`` (as
+    tasks, or in its process), which differ in ``call`` and in how a group's block is read
+    and where its mask goes.
+
+    Parameters
+    ----------
+    spec : MSTSpec
+    plan : terrain.tiles.quadtree.QuadtreePlan
+    read : callable
+        ``read(window, on_device)``: ``(block, bytes read from a store)``, the group's
+        elevations (NaN = nodata); ``on_device``: the group is taken whole, its block may
+        lie on the device.
+    keep : callable
+        ``keep(window, mask)``: keeps a group's provisional mask; returns the bytes it wrote
+        to a store.
+    apply : callable
+        ``apply(window, changes)``: applies the :class:`~terrain.grid.merge.Changes` that
+        reached a group to the mask ``keep`` kept; returns its statistics (``times`` by
+        phase, ``read_bytes``, ``written_bytes``).
+    call : callable
+        Runs each step (:func:`terrain.tiles.quadtree.call_now`) or schedules it (the
+        pipeline's ``TaskGraph.call``); keys ``(stage, i, j)``, stages ``group``,
+        ``merge{k}``, ``expand{k}``, ``write``.
+    after : optional
+        What the groups' steps run after (a task of the pipeline's).
+    backend : {'cpu', 'gpu'} or Backend, optional
+    super_tiles : bool
+        Each group is taken whole when it fits (:func:`super_tile_fits`), else as a batch of
+        tiles.
+    whole : bool
+        The caller found that the whole grid fits in core: with ``super_tiles``, a group
+        that is the whole grid is taken whole (it needs no reduction).
+    slot : callable, optional
+        ``slot(window)``: the context a group's read, forest and ``keep`` run in (the
+        pipeline's bound on the super-tiles a process holds at once).
+
+    Returns
+    -------
+    list
+        Every step's statistics, for :func:`finish_stats`: the groups', the merges', the
+        expands', the writes'.
+    """
+    g = plan.group_level
+    _, rest = walk_up(plan, (_group_step, read, keep, spec, backend, super_tiles, whole, slot,
+                             after), (_merge_step, spec), call, nout=3,
+                      names=("group", "merge"))
+    own = {node: r[:1] for node, r in rest.items()}
+    node_rest, writes = walk_down(plan, (_expand_step, spec), (_write_step, apply, spec, after),
+                                  call, extra=own, node_nout=5, names=("expand", "write"))
+    return ([rest[(g,) + ij][1] for ij in plan.groups]
+            + [r[1] for node, r in rest.items() if node[0] > g]
+            + [r[0] for r in node_rest.values()] + [writes[(g,) + ij] for ij in plan.groups])
+
+
+def finish_stats(stats):
+    """The forest's totals from the statistics of :func:`mst_walks`: ``total_weight``,
+    ``edges``, ``vertices``, ``times`` (seconds by phase, :data:`PHASES`) and the bytes
+    ``read_bytes``, ``written_bytes`` and ``graph_bytes``.
+
+    >>> finish_stats([{"forest_sum": WeightSum().add(np.float32([1.5, 2])).acc,
+    ...                "forest_edges": 2, "vertices": 4, "read_bytes": 16}])["total_weight"]
+    3.5
+    """
+    times = {p: 0.0 for p in PHASES}
+    out = {"read_bytes": 0, "written_bytes": 0, "graph_bytes": 0}
+    total, edges, vertices = WeightSum(), 0, 0
+    for s in stats:
+        for p, v in s.get("times", {}).items():
+            times[p] += v
+        for key in out:
+            out[key] += int(s.get(key, 0))
+        if "forest_sum" in s:
+            total.merge(WeightSum(s["forest_sum"]))
+            edges += s["forest_edges"]
+            vertices += s["vertices"]
+        if "changes_sum" in s:
+            total.merge(WeightSum(s["changes_sum"]))
+            edges += s["changes_edges"]
+    return {"total_weight": total.value(), "edges": int(edges), "vertices": int(vertices),
+            "times": times, **out}
 
 
 def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None, cellsize=None,
@@ -351,48 +467,35 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         group_tiles = super_tile_side(spec, be)
     if store is None:
         dem = be.to_numpy(dem)
-    plan = spec.plan(group_tiles or 4)
-    times = {p: 0.0 for p in PHASES}
     mask = np.zeros(spec.shape, np.uint8)
     if 0 in spec.shape:
         return GridMSTResult(mask, 0.0, 0, 0, 0, spec.tile, spec.levels, spec.connectivity,
-                             weight, times)
-    groups = []
+                             weight, {p: 0.0 for p in PHASES})
 
-    def leaf(level, i, j):
-        win = spec.window(level, i, j)
-        t0 = time.perf_counter()
-        z = (store.read_window(*win) if store is not None
-             else dem[win[0]:win[1], win[2]:win[3]])
-        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0,
-                         in_core=super_tiles and super_tile_fits(z.shape, be))
-        mask[win[0]:win[1], win[2]:win[3]] = g.mask
-        groups.append(g)
-        return g.graph, g.changes, {"times": g.times}
+    def read(window, on_device):
+        del on_device  # the host's block: a group taken whole copies it to the device itself
+        if store is not None:
+            z = store.read_window(*window)
+            return z, z.nbytes
+        return dem[window[0]:window[1], window[2]:window[3]], 0
 
-    def apply(level, i, j, incoming, own):
+    def keep(window, block):
+        mask[window[0]:window[1], window[2]:window[3]] = block
+        return 0
+
+    def apply(window, changes):
         t0 = time.perf_counter()
-        win = spec.window(level, i, j)
-        apply_changes(mask[win[0]:win[1], win[2]:win[3]], win[0], win[2], spec.shape[1],
-                      Changes.concat([incoming, own]))
+        r0, r1, c0, c1 = window
+        apply_changes(mask[r0:r1, c0:c1], r0, c0, spec.shape[1], changes)
         return {"times": {"expand": time.perf_counter() - t0}}
 
-    _, rest = walk_up(plan, leaf, (merge_step, spec), nout=3)
-    own = {node: r[:1] for node, r in rest.items()}
-    node_rest, leaf_out = walk_down(plan, (expand_step, spec), apply, extra=own, node_nout=5)
-    for s in ([r[1] for r in rest.values()] + [r[0] for r in node_rest.values()]
-              + list(leaf_out.values())):
-        for p, v in s["times"].items():
-            times[p] += v
-    fsum, fedges, nverts = WeightSum(), 0, 0
-    for g in groups:
-        fsum.merge(g.forest_sum)
-        fedges += g.forest_edges
-        nverts += g.vertices
-    total, edges = finish_stats(fsum, fedges, Changes.concat([r[0] for r in rest.values()]))
+    t = finish_stats(mst_walks(spec, spec.plan(group_tiles or 4), read, keep, apply,
+                               backend=be, super_tiles=super_tiles, whole=fits))
+    times = t["times"]
     times["total"] = time.perf_counter() - t_start
-    return GridMSTResult(mask, total, edges, nverts - edges, nverts, spec.tile, spec.levels,
-                         spec.connectivity, weight, times)
+    return GridMSTResult(mask, t["total_weight"], t["edges"], t["vertices"] - t["edges"],
+                         t["vertices"], spec.tile, spec.levels, spec.connectivity, weight,
+                         times)
 
 
 def super_tile_fits(shape, backend=None, in_flight=1, free=None):

@@ -621,7 +621,7 @@ def test_mst_resume_at_a_url_keeps_the_groups_forest(capsys, tmp_path, dem, monk
     rc, _, err = run_main(capsys, "mst", dem, "-o", tmp_path / "o.zarr", *args, scheduler=SYNC)
     assert rc == 0, err
     summary = _stopped_then_resumed(capsys, monkeypatch, "mst", dem, url, args,
-                                    "pipelines.mst", "_write_task")
+                                    "pipelines.mst", "_write_changes")
     assert summary["path"] == "tiled" and summary["reused_tasks"] > 2
     _same(url, tmp_path / "o.zarr")
 

@@ -112,7 +112,7 @@ store_mod.SHARD_TARGET_SIDE = 32
 import pipelines.mst as mst
 def die(*a, **k):
     os._exit(9)
-mst._write_task = die
+mst._write_changes = die
 mst.run_mst({str(tmp_path / 'in.zarr')!r}, {str(tmp_path / 'm.zarr')!r}, backend="cpu",
             scheduler="synchronous", in_core=False)
 """
