@@ -45,9 +45,11 @@ _X_NAMES = ("x", "easting", "east", "e", "point_x", "x_coord", "xcoord") + _LON_
 _Y_NAMES = ("y", "northing", "north", "n", "point_y", "y_coord", "ycoord") + _LAT_NAMES
 
 
-def map_to_cell(x, y, geotransform, shape, what="point"):
+def map_to_cell(x, y, geotransform, shape, what="point", raster_crs=True):
     """``(row, col)`` of the cell holding map point ``(x, y)``; :class:`InputError` outside
-    the raster (naming its extent) or for a coordinate that is not a finite number.
+    the raster (naming its extent) or for a coordinate that is not a finite number. A point
+    outside that looks like longitude/latitude gets a hint: reprojected points, unless
+    ``raster_crs`` is False (the raster has no CRS to reproject them into).
 
     >>> gt = (500000.0, 10.0, 0.0, 4000000.0, 0.0, -10.0)
     >>> map_to_cell(500015.0, 3999995.0, gt, (300, 400))
@@ -78,7 +80,9 @@ def map_to_cell(x, y, geotransform, shape, what="point"):
         if -180 <= x <= 180 and -90 <= y <= 90 and not (-180 <= x0 <= 180 and -90 <= y0 <= 90):
             hint = (" (it looks like longitude/latitude: give points in the raster's CRS, or "
                     "a GeoJSON file or a CSV file with lon,lat columns, whose points are "
-                    "reprojected)")
+                    "reprojected)" if raster_crs else
+                    " (it looks like longitude/latitude, and the raster has no CRS to "
+                    "reproject it into: give points in the raster's own coordinates)")
         xs = sorted((x0, x0 + shape[1] * dx))
         ys = sorted((y0, y0 + shape[0] * dy))
         raise InputError(f"{what} ({x}, {y}) is outside the raster "
@@ -103,11 +107,13 @@ def read_points(path, crs=None):
 
 def point_cells(path, geotransform, shape, what="point", crs=None):
     """The cells ``[(row, col), ...]`` of the points of the file ``path``
-    (:func:`read_points`) on the raster of ``geotransform`` and ``shape``; a point outside it
-    is an :class:`InputError` naming the file, and for a CSV file the line."""
+    (:func:`read_points`) on the raster of ``geotransform``, ``shape`` and ``crs`` (None: it
+    has none); a point outside it is an :class:`InputError` naming the file, and for a CSV
+    file the line."""
     points, lines = _read_points(path, crs)
     return [map_to_cell(x, y, geotransform, shape,
-                        what=f"{where(path, line) if line else path}: {what}")
+                        what=f"{where(path, line) if line else path}: {what}",
+                        raster_crs=crs is not None)
             for (x, y), line in zip(points, lines)]
 
 
@@ -193,7 +199,7 @@ def _geojson_points(path, text):
         raise InputError(f"{path}: JSON nested too deeply") from None
     except ValueError:  # an integer of more digits than Python converts (sys.int_info)
         raise InputError(f"{path}: a number of too many digits") from None
-    out = []
+    out, features = [], []
 
     def position(c):
         if not isinstance(c, (list, tuple)) or len(c) < 2:
@@ -225,8 +231,10 @@ def _geojson_points(path, text):
             for part in parts:
                 visit(part, depth + 1)
         elif t == "Feature":
-            if g.get("geometry") is not None:
-                visit(g["geometry"], depth + 1)
+            features.append(g)
+            if g.get("geometry") is None:
+                raise _no_geometry(path, len(features))
+            visit(g["geometry"], depth + 1)
         elif t == "Point":
             out.append(position(g.get("coordinates")))
         elif t == "MultiPoint":
@@ -241,6 +249,13 @@ def _geojson_points(path, text):
     if not out:
         raise InputError(f"{path}: no points")
     return out, geojson_crs(doc, path)
+
+
+def _no_geometry(path, n):
+    """A feature without a geometry: refused, as skipping it would give the points after it
+    the numbers (labels, allocations) of the points before them."""
+    return InputError(f"{path}: feature {n} has no geometry (the points are numbered in the "
+                      "file's order: give each feature a point, or remove it)")
 
 
 #: WKB geometry types (2-D: pyogrio forces them) by number, for the refusal of other ones
@@ -267,9 +282,9 @@ def _ogr_points(path):
     geometries (their WKB) and the layer's CRS (None: the raster's)."""
     meta, geometry, _ = _ogr_layer(path, columns=[])
     out = []
-    for wkb in geometry:
-        if wkb is None:  # a feature without a geometry
-            continue
+    for n, wkb in enumerate(geometry, start=1):
+        if wkb is None:
+            raise _no_geometry(path, n)
         _wkb_points(bytes(wkb), out, path)
     if not out:
         raise InputError(f"{path}: no points")

@@ -3,6 +3,8 @@ and each bad document is an InputError naming the file; OGR's files (written her
 through pyogrio) give their points, reprojected; lines go to GeoJSON, GeoPackage and
 FlatGeobuf."""
 
+import json
+
 import pytest
 
 from terrain.errors import InputError
@@ -121,7 +123,9 @@ def _ogr_file(path, geometries, geometry_type, crs, driver):
     import pyogrio.raw
     wkb = np.empty(len(geometries), object)
     for i, (kind, xy) in enumerate(geometries):
-        if kind == "Point":
+        if kind is None:  # a feature without a geometry
+            wkb[i] = None
+        elif kind == "Point":
             wkb[i] = struct.pack("<BI2d", 1, 1, *xy)
         else:  # MultiPoint or LineString: a count, then points (each its own WKB for Multi)
             body = b"".join(struct.pack("<BI2d", 1, 1, *p) if kind == "MultiPoint"
@@ -230,6 +234,39 @@ def test_paths_are_written_as_rfc7946_lon_lat(tmp_path):
     got = doc["features"][0]["geometry"]["coordinates"]
     want = [v for p in line for v in _to_lonlat(*p)]
     assert [v for p in got for v in p] == pytest.approx(want, abs=1e-9)
+
+
+def test_a_feature_without_a_geometry_is_refused_naming_it(tmp_path):
+    """Skipped, it gave every point after it the number (label, allocation) of the one
+    before: a gauge's basin labelled as the next gauge's. GeoJSON and OGR files alike."""
+    gj = tmp_path / "g.geojson"
+    gj.write_text(json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {},
+         "geometry": {"type": "Point", "coordinates": [-78.7, 35.2]}},
+        {"type": "Feature", "properties": {}, "geometry": None}]}))
+    with pytest.raises(InputError, match=r"g\.geojson: feature 2 has no geometry"):
+        read_points(gj)
+    gpkg = _ogr_file(tmp_path / "g.gpkg", [("Point", (-78.75, 35.19)), (None, None),
+                                           ("Point", (-78.7, 35.2))], "Point", "EPSG:4326",
+                     "GPKG")
+    with pytest.raises(InputError, match=r"g\.gpkg: feature 2 has no geometry"):
+        read_points(gpkg)
+
+
+def test_lon_lat_points_on_a_raster_without_a_crs_are_not_told_to_be_reprojected(tmp_path):
+    """The hint for points that look like longitude/latitude offered lon,lat columns, which
+    the file had: a raster without a CRS has none to reproject them into."""
+    from terrain.io.points import point_cells
+    gt, shape = (500000.0, 10.0, 0.0, 4003000.0, 0.0, -10.0), (300, 400)
+    p = tmp_path / "ll.csv"
+    p.write_text("lon,lat\n-79.6888,35.2927\n")
+    with pytest.raises(InputError, match=r"ll\.csv:2: outlet .* outside the raster .* the "
+                                         r"raster has no CRS to reproject it into"):
+        point_cells(p, gt, shape, "outlet")
+    p.write_text("x,y\n-79.6888,35.2927\n")  # with a CRS: lon,lat columns would be reprojected
+    with pytest.raises(InputError, match=r"a CSV file with lon,lat columns, whose points are "
+                                         r"reprojected\)$"):
+        point_cells(p, gt, shape, "outlet", crs=UTM17)
 
 
 def test_csv_rows_keep_the_first_rows_width_and_a_point_outside_names_its_line(tmp_path):
