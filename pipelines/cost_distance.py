@@ -545,7 +545,9 @@ def _result_raw_bytes():
 
 def _tiled_plan(spec, backend, threads):
     """The tiled algorithm's geometry, memory and index bytes (docs/cost-distance-tiled.md)."""
-    from .cost_distance_tiled import IndexStore, solve_spec, top_cache_bytes
+    from terrain.grid.sssp_tiled_store import IndexStore, store_ops
+
+    from .cost_distance_tiled import solve_spec
     tspec = solve_spec(spec)
     group = int(spec["group_side"])
     from terrain.tiles import QuadtreePlan
@@ -560,7 +562,7 @@ def _tiled_plan(spec, backend, threads):
         labels_raw += nr * nc * 16 * b
     nr, nc = index.shape(height)
     top_cells = nr * nc * index.bpad(height)
-    cache = top_cache_bytes(backend)
+    cache = store_ops(backend).top_cache_bytes()
     rows, cols = tspec.shape
 
     def block(side):  # cells of a block of ``side`` a side, clipped to the grid

@@ -164,12 +164,14 @@ def test_no_task_holds_the_whole_index(capsys, tmp_path, monkeypatch):
     """Many groups and a top cache of two pages: every read of the index (a group's or a
     node's matrices, a page) is a small part of it, the top Dijkstra reloads evicted pages,
     and the result equals the in-core one."""
-    import pipelines.cost_distance_tiled as cdt
+    import terrain.grid._tiled_store as tiled_store
     import terrain.tiles.store as store
+    from terrain.grid.sssp_tiled_store import IndexStore
     monkeypatch.setattr(store, "SHARD_TARGET_SIDE", 64)  # groups of 64 x 64 cells
-    monkeypatch.setattr(cdt, "TOP_CACHE_BYTES", 9 * 64 * 28 * 28 * 12)  # 9 pages of 8 x 8 tiles
+    # 9 pages of 8 x 8 tiles
+    monkeypatch.setattr(tiled_store, "TOP_CACHE_BYTES", 9 * 64 * 28 * 28 * 12)
     reads = []
-    meta, load_page = cdt.IndexStore.meta, cdt.IndexStore.load_page
+    meta, load_page = IndexStore.meta, IndexStore.load_page
 
     def counted_meta(self, k, region, matrices=False):
         out = meta(self, k, region, matrices)
@@ -181,8 +183,8 @@ def test_no_task_holds_the_whole_index(capsys, tmp_path, monkeypatch):
         out = load_page(self, k, p)
         reads.append(out[0].nbytes + out[1].nbytes)
         return out
-    monkeypatch.setattr(cdt.IndexStore, "meta", counted_meta)
-    monkeypatch.setattr(cdt.IndexStore, "load_page", counted_page)
+    monkeypatch.setattr(IndexStore, "meta", counted_meta)
+    monkeypatch.setattr(IndexStore, "load_page", counted_page)
     rng = np.random.default_rng(3)
     z = int_dem(rng, (192, 200), hi=50)
     dem = write_asc(tmp_path / "dem.asc", z)
@@ -220,8 +222,8 @@ def test_gpu_index_layout_bands_and_slots(tmp_path):
     """A GPU run's index (unsharded, larger pages) written band by band from a device
     batch holds what ``write_batch`` writes; reading it back into a level's slots band by
     band gives the batch again; the groups' slots tile the level without overlap, in the
-    order ``_top_device`` addresses them."""
-    from pipelines.cost_distance_tiled import BAND_BYTES, IndexStore, _group_slots
+    order the device top addresses them."""
+    from terrain.grid.sssp_tiled_store import BAND_BYTES, IndexStore
     from terrain.grid.sssp_tiled import tile_batch
     rng = np.random.default_rng(2)
     z = int_dem(rng, (70, 52), nan_frac=0.05)
@@ -233,7 +235,7 @@ def test_gpu_index_layout_bands_and_slots(tmp_path):
         zarr.open_group(st.path, mode="w")
         st.create({"height": 0})
     assert gpu.page(0) == 2 and gpu.array(0, "dist").shards is None
-    slots, n = _group_slots(gpu)
+    slots, n = gpu.group_slots()
     assert n == 18 * 13 and sorted(slots) == [(i, j) for i in range(3) for j in range(2)]
     seen = np.zeros(n, int)
     B = gpu.bpad(0)
@@ -254,7 +256,7 @@ def test_gpu_index_layout_bands_and_slots(tmp_path):
         gpu.read_group_to(level, start, region, band_bytes=BAND_BYTES)
         np.testing.assert_array_equal(level.dist[start:start + ni * nj], batch.dist)
         np.testing.assert_array_equal(level.hops[start:start + ni * nj], batch.hops)
-        # _top_device's slot of tile (ti, tj): its group's start + row-major place
+        # the device top's slot of tile (ti, tj): its group's start + row-major place
         ti, tj = region[0] + ni - 1, region[2] + nj - 1
         assert start + (ti - region[0]) * nj + tj - region[2] == start + ni * nj - 1
     assert np.all(seen == 1)
@@ -329,3 +331,23 @@ def test_a_stop_ends_the_top_dijkstras_within_65536_pops(stopped_in_a_task):
     stopped_in_a_task(lambda: top_labels_paged(spec, tiles, labels, [0] * len(tiles),
                                                list(range(len(tiles))), lambda p: (d, h),
                                                d.shape, d.nbytes + h.nbytes))
+
+
+def test_store_tables_are_twins():
+    """The stored index's CPU and GPU tables answer the same questions (a task asks the one
+    ``store_ops`` picks without knowing which), and the CPU's is made without the GPU's
+    module: a CPU run loads no device code."""
+    import subprocess
+    import sys
+    from terrain.grid._tiled_store import TiledStoreCpuOps
+    from terrain.grid._tiled_store_gpu import TiledStoreGpuOps
+
+    def public(cls):
+        return {n for n in vars(cls) if not n.startswith("_")} - {"name"}
+    assert public(TiledStoreCpuOps) == public(TiledStoreGpuOps)
+    code = ("import sys; from terrain.grid.sssp_tiled_store import store_ops; "
+            "ops = store_ops('cpu'); print(type(ops).__name__, "
+            "'terrain.grid._tiled_store_gpu' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["TiledStoreCpuOps", "False"]
