@@ -401,7 +401,7 @@ def blocked_spec(spec, memory_bytes, reuse, backend):
     """Complete ``spec`` for the blocked algorithm (in place): its block side
     (:func:`block_side`) and memory budget (``memory_bytes``: None, no budget); CPU only, no
     ``--reuse``."""
-    if backend != "cpu":
+    if get_backend(backend).is_gpu:
         raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
     if reuse is not None:
         raise InputError(f"{spec['input']}: the blocked algorithm keeps no index to reuse")

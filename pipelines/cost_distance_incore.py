@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import check_friction
@@ -252,7 +253,7 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _arguments(out_path, spec, windows, backend,
                                                          friction_store)
-    if backend == "gpu":
+    if get_backend(backend).is_gpu:
         spec["on_device"] = True  # the writers copy the layers off the device tile by tile
     pool = concurrent.futures.ThreadPoolExecutor(io_threads(), thread_name_prefix="terrain-cost")
     # the distances' writes run on while the other layers are written, on the same threads
