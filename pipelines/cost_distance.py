@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.backend import get_backend
+from terrain.backend import Backend, get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, cost_model_code
@@ -68,7 +68,7 @@ def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="au
     be = get_backend(backend)
     need = incore_bytes(shape, has_friction)
     if memory_bytes is None:
-        memory_bytes = be.select(_free_host_bytes, _free_device_bytes)(be)
+        memory_bytes = be.select(_free_host_bytes, Backend.free_bytes)(be)
     if memory_bytes is None or need <= memory_bytes // 2:
         return "in-core"
     return be.select("blocked", "tiled")
@@ -80,11 +80,6 @@ def _free_host_bytes(be=None):
         return psutil.virtual_memory().available
     except Exception:  # noqa: BLE001 - no psutil: assume it fits
         return None
-
-
-def _free_device_bytes(be):
-    from terrain.backend import free_device_bytes
-    return free_device_bytes(be)
 
 
 def parse_pair(text, what, cast=float):

@@ -449,7 +449,6 @@ PHASE1_SCRATCH = 4 << 30
 
 def _device_facts(backend):
     """``(resident threads, free bytes)`` of the backend's device."""
-    from terrain.backend import free_device_bytes
     be = get_backend(backend)
     cp = be.xp
     dev = cp.cuda.Device()
@@ -459,7 +458,7 @@ def _device_facts(backend):
     except (KeyError, AttributeError, TypeError):
         a = dev.attributes
         threads = int(a["MultiProcessorCount"]) * int(a["MaxThreadsPerMultiProcessor"])
-    return threads, free_device_bytes(be)
+    return threads, be.free_bytes()
 
 
 def gpu_sizing(spec, backend="gpu", device=None, threads=None):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.backend import free_device_bytes, get_backend
+from terrain.backend import get_backend
 from terrain.errors import InputError, naming
 from terrain.grid.edges import check_weight_range
 from terrain.grid.merge import apply_changes
@@ -134,7 +134,7 @@ def mst_route(spec, be, text=False, scheduler=None, in_core="auto", resume=False
     if in_core not in ("auto", "groups", False):
         raise InputError(f"mst: in_core {in_core!r} is not 'auto', 'groups' or False")
     if free is None:
-        free = free_device_bytes(be)
+        free = be.free_bytes()
     local = scheduler is None and not resume and not cluster_active
     room = free - (TEXT_DEVICE_BYTES if text and local else 0)
     if in_core == "auto" and fits_in_core(spec.shape, be, free=room):
@@ -520,7 +520,7 @@ def _run_held_once(route, source, geo, tmp, spec, shard, be, wall, on_device):
         from .cluster import compute, open_scheduler
         with hold(be.xp.zeros(spec.shape, np.uint8)) as mask, open_scheduler("threads"):
             # the groups are sized while the parse still holds its pieces on the device
-            free = None if arrival is None else free_device_bytes(be) - TEXT_DEVICE_BYTES
+            free = None if arrival is None else be.free_bytes() - TEXT_DEVICE_BYTES
             graph = build_mst_graph(dem, tmp, spec, shard, be.name, None, store_geo,
                                     "groups", device_mask=mask, free=free)
             # a failed run stops the parse: no task waits for rows that no longer come
@@ -625,7 +625,7 @@ def _plan(plan, grid, args, inp, out):
     scheduler = getattr(args, "scheduler", None)
     be = get_backend(args.backend)
     text = isinstance(grid.raster, AsciiGrid)
-    free = free_device_bytes(be)
+    free = be.free_bytes()
     route = mst_route(spec, be, text, scheduler, "auto",
                       getattr(args, "resume", False), free, cluster_active())
     tasks = 0

@@ -19,7 +19,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Backend", "get_backend", "array_backend", "gpu_available", "free_device_bytes",
+__all__ = ["Backend", "get_backend", "array_backend", "gpu_available",
            "count_nonzero", "nanmax", "BACKEND_CHOICES", "GPU_MIN_WORK"]
 
 BACKEND_CHOICES = ("auto", "cpu", "gpu")
@@ -239,15 +239,6 @@ def get_backend(name=None, work=None):
                              "is missing")
         return _CPU
     return Backend("gpu", cupy)
-
-
-def free_device_bytes(backend=None):
-    """:meth:`Backend.free_bytes` of ``backend`` (a name or a :class:`Backend`).
-
-    >>> free_device_bytes("cpu")
-    0
-    """
-    return get_backend(backend).free_bytes()
 
 
 def count_nonzero(a):

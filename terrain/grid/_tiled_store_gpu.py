@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 
-from ..backend import free_device_bytes
 from ._tiled_gpu import MAX_GPU_TILE, DeviceLevel, level_solve_gpu
 from ._tiled_graphs import tile_batch
 from ._tiled_store import GPU_PAGE_BYTES, HOST_BANDS, TOP_CACHE_BYTES, host_bands
@@ -38,7 +37,7 @@ def _device_level_fits(be, tspec, store):
         return False
     _, n = store.group_slots()
     R, C = tspec.shape
-    return DeviceLevel.nbytes(n, store.bpad(0), R * C) <= 0.7 * free_device_bytes(be)
+    return DeviceLevel.nbytes(n, store.bpad(0), R * C) <= 0.7 * be.free_bytes()
 
 
 def _device_level(be, store, tspec):

@@ -56,15 +56,21 @@ def _fake_gpu(monkeypatch, free):
     import terrain.backend
     from terrain.backend import Backend
     real = terrain.backend.get_backend
-    fake = Backend("gpu", None)
+
+    class FakeGpu(Backend):  # a device of ``free`` bytes
+        def free_bytes(self):
+            return free
+
+        def device_name(self):
+            return "fake"
+
+    fake = FakeGpu("gpu", None)
 
     def get_backend(name=None):
         return fake if getattr(name, "name", name) == "gpu" else real(name)
 
     monkeypatch.setattr(terrain.backend, "get_backend", get_backend)
     monkeypatch.setattr(mst, "get_backend", get_backend)
-    monkeypatch.setattr(mst, "free_device_bytes", lambda be: free)
-    monkeypatch.setattr(fake.__class__, "device_name", lambda self: "fake")
     return mst
 
 
