@@ -13,10 +13,9 @@ tiled``, :mod:`pipelines.cost_distance_tiled`) on a tile store of the same DEM: 
 (one source in the centre) and a ``--reuse`` query (two other sources), each in its own
 process, with its wall time, peak RSS (``ru_maxrss``), bytes read and written
 (``/proc/self/io``: ``rchar``/``wchar``, every byte through ``read``/``write``, page cache
-included) against the output store's size on disk, and the top Dijkstra's paging;
-``--profile`` adds the seconds and calls of the main steps (phase-1 batches and kernels,
-store reads and writes, phase 3, the top), summed over the task threads, and
-``--group-side`` fixes the GPU's group side (else sized from the device).
+included) against the output store's size on disk, the top Dijkstra's paging and the
+command's own seconds by stage (``stage_seconds``); ``--group-side`` fixes the GPU's group
+side (else sized from the device).
 """
 
 import argparse
@@ -69,70 +68,6 @@ def int_store(path, n, tile=512, seed=0):
     return path
 
 
-#: ``--profile``: the calls whose task-seconds (summed over threads) and counts are printed
-PROFILED = ("terrain.grid.sssp_tiled:tile_batch", "terrain.grid.sssp_tiled:boundary_pairs_gpu",
-            "terrain.grid.sssp_tiled:_tile_batch", "terrain.grid.sssp_tiled:_batch_frames",
-            "terrain.grid.sssp_tiled:TileBatch.nodes",
-            "terrain.grid.sssp_tiled:top_labels_paged", "terrain.grid.sssp_tiled:_graph_arcs",
-            "pipelines.cost_distance_tiled:_index_leaf_task",
-            "terrain.grid._tiled_store_gpu:_index_leaf_device",
-            "terrain.grid._tiled_store_gpu:_top_device",
-            "terrain.grid.sssp_tiled:level_solve_gpu",
-            "terrain.grid.sssp_tiled_store:IndexStore.write_batch_bands",
-            "terrain.grid.sssp_tiled_store:IndexStore.read_group_to",
-            "pipelines.cost_distance_tiled:_fill_shard",
-            "pipelines.cost_distance_tiled:ring_seeds",
-            "terrain.grid.sssp_tiled:boundary_pairs_cpu",
-            "terrain.grid.sssp_tiled:windows_dijkstra_gpu",
-            "terrain.grid.sssp_tiled:windows_dijkstra_cpu",
-            "terrain.grid.sssp_tiled:_backlinks_batch", "terrain.grid.sssp_tiled:halo_seeds",
-            "terrain.grid.sssp_tiled:nodes_boundary", "terrain.grid.sssp_tiled:top_solve_gpu",
-            "terrain.grid.sssp_tiled:sources_leaf",
-            "pipelines.cost_distance_tiled:fill_group", "pipelines.cost_distance_tiled:_top",
-            "pipelines.cost_distance_store:StoreReader.__call__",
-            "terrain.grid.sssp_tiled_store:IndexStore.write_batch",
-            "terrain.grid.sssp_tiled_store:IndexStore.write_nodes",
-            "terrain.grid.sssp_tiled_store:IndexStore.meta",
-            "terrain.grid.sssp_tiled_store:IndexStore.read_labels",
-            "terrain.grid.sssp_tiled_store:IndexStore.write_labels",
-            "pipelines.cost_distance_tiled:_make_stores",
-            "pipelines.cost_distance_tiled:_finish", "pipelines.cost_distance_store:prepare_layers",
-            "pipelines.cost_distance:finish_store")
-
-
-def _profile(names=PROFILED):
-    """Wrap ``module:attr`` (or ``module:Class.method``) callables so each call adds its
-    wall seconds to a table; returns the table ``{name: [seconds, calls]}``. A measuring
-    aid of this benchmark: the command's own ``stage_seconds`` are per task."""
-    import functools
-    import importlib
-    import threading
-    table, lock = {}, threading.Lock()
-    for name in names:
-        mod, attr = name.split(":")
-        owner = importlib.import_module(mod)
-        *path, last = attr.split(".")
-        for part in path:
-            owner = getattr(owner, part)
-        fn = getattr(owner, last)
-
-        def wrap(fn, name):
-            @functools.wraps(fn)
-            def timed(*args, **kwargs):
-                t0 = time.perf_counter()
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    dt = time.perf_counter() - t0
-                    with lock:
-                        row = table.setdefault(name.split(":")[1], [0.0, 0])
-                        row[0] += dt
-                        row[1] += 1
-            return timed
-        setattr(owner, last, wrap(fn, name))
-    return table
-
-
 def _one(job):
     """One command run in this process (a child of :func:`pipeline`): a JSON line."""
     from pipelines.cost_distance import run_cost_distance
@@ -141,7 +76,6 @@ def _one(job):
         import pipelines.cost_distance_tiled as cdt
         sizing, side = cdt.gpu_sizing, int(job["group_side"])
         cdt.gpu_sizing = lambda *a, **k: dict(sizing(*a, **k), group_side=side, by="bench")
-    table = _profile() if job.get("profile") else None
     import resource
 
     def cpu_s():
@@ -161,9 +95,7 @@ def _one(job):
                           "height", "groups", "group_side", "reached_cells", "max_distance",
                           "top_vertices", "top_pages", "top_page_loads", "top_seconds",
                           "solve_seconds", "write_seconds", "stage_seconds", "top_split",
-                          "sizing")},
-                      "profile": None if table is None else {
-                          k: [round(v[0], 3), v[1]] for k, v in sorted(table.items())}}),
+                          "sizing")}}),
           flush=True)
     return 0
 
@@ -184,7 +116,7 @@ def pipeline(a):
         job = {"store": str(store), "out": str(out), "cells": cells, "tile": a.tile,
                "height": height, "backend": a.backend, "scheduler": a.scheduler,
                "reuse": None if reuse is None else str(outs[reuse]),
-               "group_side": a.group_side, "profile": a.profile}
+               "group_side": a.group_side}
         r = subprocess.run([sys.executable, "-m", "benchmarks.sssp_tiled", "--one",
                             json.dumps(job)], capture_output=True, text=True)
         if r.returncode:
@@ -222,8 +154,6 @@ def main(argv=None):
     p.add_argument("--keep", action="store_true", help="keep the output stores")
     p.add_argument("--group-side", type=int, default=None,
                    help="--pipeline on the GPU: this group side instead of the device's")
-    p.add_argument("--profile", action="store_true",
-                   help="--pipeline: seconds and calls of the main steps (summed over threads)")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:

@@ -283,7 +283,7 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
     from .quadtree import TaskGraph
     mst_spec = MSTSpec(spec.shape, spec.tile, spec.connectivity, "max")
     mst = build_mst_graph(dem_path, out_path, mst_spec, group_tiles, backend, upstream, geo,
-                          in_core="auto" if backend == "gpu" else False, partial=partial)
+                          in_core="auto" if get_backend(backend).is_gpu else False, partial=partial)
     plan = spec.plan(group_tiles)
     g = plan.group_level
     token = dask.base.tokenize(str(dem_path), str(out_path), spec, g)
