@@ -115,7 +115,7 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     process does. Yields the ``distributed.Client``, or None for a local scheduler."""
     global _active_client, _external
     import dask  # here, not at the top: a run in this process never imports it
-    from terrain.startup import bound_malloc_arenas
+    from terrain.startup import Terminated, bound_malloc_arenas, signals_held
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
     if spec is None and _active_client is not None:
         yield _active_client
@@ -151,20 +151,32 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         # may come from the cluster's thread after an interrupt left this block)
         warnings.filterwarnings("ignore", message="Port .* is already in use")
         dashboard = dashboard_address()
-        with dask.config.set(IN_PROCESS_CONFIG):
-            cluster = LocalCluster(n_workers=1, processes=False,
-                                   threads_per_worker=os.cpu_count() or 1,
-                                   # (host, port) pairs: distributed splits text at every ':'
-                                   dashboard_address=[dashboard],
-                                   # the worker's own HTTP server too (else on every interface)
-                                   worker_dashboard_address=[(dashboard[0], 0)],
-                                   silence_logs=logging.CRITICAL)
-        client = Client(cluster)
+        # a stop inside LocalCluster's start left its scheduler listening (on the dashboard's
+        # port) for the rest of the process: the stop waits for the start, then closes it
+        with signals_held() as came:
+            with dask.config.set(IN_PROCESS_CONFIG):
+                cluster = LocalCluster(n_workers=1, processes=False,
+                                       threads_per_worker=os.cpu_count() or 1,
+                                       # (host, port) pairs: distributed splits text at ':'
+                                       dashboard_address=[dashboard],
+                                       # the worker's HTTP server too (else every interface)
+                                       worker_dashboard_address=[(dashboard[0], 0)],
+                                       silence_logs=logging.CRITICAL)
+            try:
+                client = Client(cluster)
+            except BaseException:
+                cluster.close()
+                raise
+        if came:
+            client.close()
+            cluster.close()
+            raise KeyboardInterrupt if came[0] == "interrupt" else Terminated()
     if not quiet:
         link = (_dashboard_link(client, dashboard[0]) if cluster is not None
                 else f"{spec} ({_dashboard_link(client, None)})")
         print(f"terrain: Dask dashboard at {link}", file=sys.stderr, flush=True)
     _active_client, was_external, _external = client, _external, cluster is None
+    levels = {name: logging.getLogger(name).level for name in _QUIETED_LOGGERS}
     try:
         yield client
     finally:
@@ -172,6 +184,10 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         client.close()
         if cluster is not None:
             cluster.close()
+        # what a failed or stopped run's :func:`_cancel` quieted speaks again: the process
+        # (a notebook's, a service's) goes on
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _dashboard_link(client, host=None):
@@ -543,6 +559,8 @@ def _compute_locally(collections, progress, ready_order=None, on_failure=None):
 
 _CLIENT_LOGGERS = ("distributed.client", "distributed.comm", "distributed.core",
                    "distributed.batched")
+#: the loggers :func:`_cancel` quiets until the scheduler is closed (:func:`open_scheduler`)
+_QUIETED_LOGGERS = ("asyncio", "tornado", "distributed", *_CLIENT_LOGGERS)
 
 
 def _scheduler_lost(client, error):
@@ -565,8 +583,9 @@ def _cancel(client, futures, lost=False):
     """After an error or a signal: cancel what is queued, wait (bounded) for what is running
     (threads cannot be killed); with the scheduler gone (``lost``) only close the client."""
     import time
-    # distributed's config gives some of its loggers levels of their own
-    for name in ("asyncio", "tornado", "distributed", *_CLIENT_LOGGERS):
+    # distributed's config gives some of its loggers levels of their own; the cancelled
+    # tasks' late complaints are not news (open_scheduler restores the levels)
+    for name in _QUIETED_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     if lost:
         with contextlib.suppress(Exception):

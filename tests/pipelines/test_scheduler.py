@@ -166,6 +166,53 @@ def test_run_as_completed_raises_a_task_error():
         run_as_completed(fail, lambda x: x, [3], lambda x, r: [])
 
 
+def test_a_failed_run_on_a_cluster_gives_the_process_its_logging_back(tmp_path):
+    """A run failing on the in-process cluster quiets distributed's and asyncio's loggers
+    while its cancelled tasks end; they stayed silent for the rest of the process (a
+    notebook's own client's warnings, its asyncio errors, printed nothing)."""
+    import logging
+
+    pytest.importorskip("distributed")  # its import sets its loggers' levels
+    from pipelines.mst import run_mst
+    names = ("asyncio", "tornado", "distributed", "distributed.client", "distributed.core")
+    rows = SAMPLE.read_text().splitlines()
+    cells = rows[200].split()
+    cells[7] = "oops"  # a data row in the grid's middle: its band's task fails
+    rows[200] = " ".join(cells)
+    bad = tmp_path / "bad.asc"
+    bad.write_text("\n".join(rows) + "\n")
+    logging.getLogger("asyncio").setLevel(logging.WARNING)
+    before = {n: logging.getLogger(n).level for n in names}
+    from terrain.errors import InputError
+    with pytest.raises(InputError, match="non-numeric"):
+        run_mst(bad, tmp_path / "o.zarr", tile=64, in_core=False, scheduler="local",
+                backend="cpu")
+    assert {n: logging.getLogger(n).level for n in names} == before
+
+
+def test_a_stop_while_the_cluster_starts_closes_it(monkeypatch):
+    """Ctrl-C inside LocalCluster's start left its scheduler listening for the rest of the
+    process; the stop now waits for the start, closes the cluster and is raised."""
+    distributed = pytest.importorskip("distributed")
+    import signal
+
+    from pipelines import cluster as cl
+    made = []
+
+    class Interrupted(distributed.LocalCluster):  # Ctrl-C as the start ends
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(distributed, "LocalCluster", Interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with cl.open_scheduler("local", quiet=True):
+            pytest.fail("the block ran after the stop")
+    assert made and made[0].status.name == "closed"
+    assert not cl.cluster_active()
+
+
 # ----------------------------------------------------------------------------- what users hit
 
 # loaded by the worker (``dask worker --preload``): when the write phase begins (the first
