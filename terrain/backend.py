@@ -265,11 +265,16 @@ def nanmax(a):
     1.0
     """
     xp = array_backend(a).xp
+    if not a.size:
+        return float("nan")
+    if xp is np:  # fmax skips NaN without nanmax's all-NaN warning (catch_warnings, which
+        # silences it, is not thread-safe: a filter was left behind)
+        return float(np.fmax.reduce(a, axis=None))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows, or all NaN
-        if xp is np or a.ndim != 2:
-            return float(xp.nanmax(a)) if a.size else float("nan")
-        return float(xp.nanmax(xp.nanmax(a, axis=1))) if a.size else float("nan")
+        if a.ndim != 2:
+            return float(xp.nanmax(a))
+        return float(xp.nanmax(xp.nanmax(a, axis=1)))
 
 
 def array_backend(a):

@@ -7,7 +7,6 @@ half the whole run of a 1024² cost distance. ctypes releases the GIL around eac
 import ctypes
 import math
 import threading
-import warnings
 
 import numpy as np
 
@@ -193,9 +192,8 @@ def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
         return None
     used = lengths[codes]
     if f is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: no plan
-            fmin, fmax = float(np.nanmin(f)), float(np.nanmax(f))
+        # all NaN: no plan (fmin/fmax skip NaN without a warning to silence)
+        fmin, fmax = float(np.fmin.reduce(f, axis=None)), float(np.fmax.reduce(f, axis=None))
         if not (math.isfinite(fmin) and math.isfinite(fmax)):
             return None
     else:

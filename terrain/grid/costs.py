@@ -26,7 +26,6 @@ Examples
 """
 
 import math
-import warnings
 
 import numpy as np
 
@@ -124,10 +123,10 @@ def check_friction(friction, name="friction raster"):
     """``friction`` as float32, or :class:`InputError` if it has a negative value (NaN: a
     barrier; ``+inf``: every arc at the cell impassable)."""
     f = np.asarray(friction, dtype=np.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: nanmin is NaN, fine
-        if f.size == 0 or not np.nanmin(f) < 0:
-            return f
+    # fmin skips NaN without nanmin's all-NaN warning, whose silencing (catch_warnings)
+    # is not thread-safe: calls on several threads left an "ignore" filter behind
+    if f.size == 0 or not np.fmin.reduce(f, axis=None) < 0:
+        return f
     with np.errstate(invalid="ignore"):
         bad = f < 0
     if bad.any():

@@ -162,3 +162,38 @@ def test_knight_mid_cells():
         assert knight_mid(k) == want
         for m in KNIGHT_MID[k - 8]:
             assert m < 8
+
+
+def test_friction_checks_on_several_threads_leave_the_warning_filters_alone():
+    """All-NaN friction: the check's minimum and the solve's plan skip NaN without a warning
+    to silence; silenced with catch_warnings (not thread-safe), calls on four threads left
+    an "ignore RuntimeWarning" filter behind, and the user's own warnings went unshown."""
+    import sys
+    import threading
+    import warnings
+
+    from terrain.backend import nanmax
+    from terrain.grid._sssp_cpu import bucket_plan
+    nan = np.full((64, 64), np.nan, np.float32)
+    before = list(warnings.filters)
+    switch = sys.getswitchinterval()
+
+    def work():
+        for _ in range(300):
+            check_friction(nan)
+            assert np.isnan(nanmax(nan))
+            assert bucket_plan(nan, nan, 1, np.arange(4), np.ones(4), None) is None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning raised by the checks fails the threads
+        sys.setswitchinterval(1e-6)  # the threads interleave inside the calls
+        try:
+            threads = [threading.Thread(target=work) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            sys.setswitchinterval(switch)
+        inside = list(warnings.filters)
+    assert inside[1:] == before and warnings.filters == before
