@@ -116,6 +116,13 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
         out.append(map_to_cell(x, y, geotransform, shape, what=f"{label}{what}"))
     for c in cells:
         r, k = parse_pair(c, f"{what} cell", int) if isinstance(c, str) else c
+        try:
+            whole = float(r).is_integer() and float(k).is_integer()
+        except (TypeError, ValueError):
+            whole = False
+        if not whole:  # NaN was "outside the raster"
+            raise InputError(f"{label}{what} cell ({r}, {k}): cells must be whole (row, col) "
+                             "numbers")
         if not (0 <= r < shape[0] and 0 <= k < shape[1]):
             raise InputError(f"{label}{what} cell ({r}, {k}) is outside the raster "
                              f"({shape[0]} x {shape[1]} cells)")

@@ -166,6 +166,13 @@ def stream_links(direction, accumulation, threshold):
     cell) and about 40 bytes a stream cell, where arrays of every cell took 42 bytes a cell
     (9.2 GB at 12555 x 17630).
     """
+    try:
+        positive = 0 < float(threshold) < float("inf")
+    except (TypeError, ValueError):
+        positive = False
+    if not positive:  # NaN: no cell at all, quietly; 0 or less: every cell a stream
+        raise InputError(f"threshold {threshold!r} is not a positive number",
+                         option="threshold")
     d = np.ascontiguousarray(direction, np.uint8)
     if d.ndim != 2:
         raise InputError(f"direction: must be 2-D, got shape {d.shape}")

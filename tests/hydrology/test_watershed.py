@@ -279,6 +279,18 @@ def test_watershed_refuses_a_cycle_a_bad_code_and_a_path_off_the_grid():
         stream_links(np.array([[0, 1]], np.uint8), np.ones((1, 2)), 1)  # east off the grid
 
 
+@pytest.mark.parametrize("threshold", [float("nan"), 0, -5, float("inf"), "many"])
+def test_stream_links_refuse_a_threshold_that_is_no_positive_number(threshold):
+    """As the command line does (--threshold): a NaN threshold gave no link, quietly, and
+    -5 every cell a stream, through the API (run_streams, stream_links)."""
+    from terrain.errors import InputError
+    d, acc = np.array([[1, 0]], np.uint8), np.array([[1.0, 2.0]])
+    with pytest.raises(InputError, match="is not a positive number") as e:
+        stream_links(d, acc, threshold)
+    assert e.value.option == "threshold"
+    assert len(stream_links(d, acc, 1)) == 1
+
+
 def test_streams_process_imports_no_numba(utm_flow, tmp_path):
     from cli import imported_after
     _, imported = imported_after(

@@ -88,6 +88,17 @@ def test_in_process_bad_input_leaves_nothing(capsys, tmp_path, dem):
     assert [p.name for p in tmp_path.iterdir()] == ["dem.asc"]
 
 
+@pytest.mark.parametrize("cell", [(float("nan"), 1), (2.5, 1), ("a", 1)])
+def test_source_cells_that_are_no_whole_numbers_are_said_so(tmp_path, dem, cell):
+    """As terrain.cost_distance says it; a NaN cell was "outside the raster"."""
+    from pipelines.cost_distance import run_cost_distance
+    from terrain.errors import InputError
+    with pytest.raises(InputError, match=r"source cell \(.*\): cells must be whole \(row, "
+                                         r"col\) numbers"):
+        run_cost_distance(dem[1], tmp_path / "x.zarr", cells=[cell], backend="cpu")
+    assert not (tmp_path / "x.zarr").exists()
+
+
 def test_the_rule():
     assert runs_in_process() and runs_in_process("threads") and runs_in_process("synchronous")
     assert not runs_in_process("local") and not runs_in_process("tcp://127.0.0.1:8786")
