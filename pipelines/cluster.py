@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import warnings
 
 from terrain import native
@@ -45,12 +46,25 @@ IN_PROCESS_CONFIG = {
 }
 
 _active_client = None
+_active_thread = None  # the thread that made it active
 _external = False  # the active client is a cluster given by address
+#: ``local``: the local scheduler this thread's run asked for (``threads``,
+#: ``synchronous``), which the cluster another thread made active (a service's other run)
+#: does not replace
+_here = threading.local()
+
+
+def _client():
+    """The active cluster's client, or None: none is active, or another thread made it
+    active and this thread asked for a local scheduler (:func:`open_scheduler`)."""
+    if getattr(_here, "local", None) and _active_thread != threading.get_ident():
+        return None
+    return _active_client
 
 
 def cluster_active():
     """Whether :func:`open_scheduler` made a cluster active in this process (a batch's)."""
-    return _active_client is not None
+    return _client() is not None
 
 
 class SchedulerLost(InputError):
@@ -113,13 +127,15 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     ``cells``: the job's grid size (with ``spec=None`` at most :data:`DASHBOARD_MIN_CELLS`
     cells run on ``threads``); ``inputs``: files a cluster given by address must see as this
     process does. Yields the ``distributed.Client``, or None for a local scheduler."""
-    global _active_client, _external
+    global _active_client, _active_thread, _external
     import dask  # here, not at the top: a run in this process never imports it
     from terrain.startup import Terminated, bound_malloc_arenas, signals_held
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
-    if spec is None and _active_client is not None:
-        yield _active_client
-        return
+    if spec is None:
+        if _client() is not None:
+            yield _client()
+            return
+        spec = getattr(_here, "local", None)  # a step of this thread's local run
     if spec is None and cells is not None and cells <= DASHBOARD_MIN_CELLS:
         spec = "threads"
     if spec == LOCAL_CLUSTER:
@@ -128,11 +144,16 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         # the functions, not their names: dask resolves a name by importing distributed
         # first (to look for a Client), ~0.5 s that a small job should not pay
         from dask import local, threaded
-        with dask.config.set(scheduler=threaded.get if spec == "threads" else local.get_sync):
-            yield None
+        was, _here.local = getattr(_here, "local", None), spec
+        try:
+            with dask.config.set(scheduler=threaded.get if spec == "threads"
+                                 else local.get_sync):
+                yield None
+        finally:
+            _here.local = was
         return
     from distributed import Client, LocalCluster
-    previous = _active_client
+    previous = _active_client, _active_thread
     if spec:
         client = _connect(Client, spec)
         cluster = None
@@ -175,12 +196,13 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         link = (_dashboard_link(client, dashboard[0]) if cluster is not None
                 else f"{spec} ({_dashboard_link(client, None)})")
         print(f"terrain: Dask dashboard at {link}", file=sys.stderr, flush=True)
-    _active_client, was_external, _external = client, _external, cluster is None
+    _active_client, _active_thread = client, threading.get_ident()
+    was_external, _external = _external, cluster is None
     levels = {name: logging.getLogger(name).level for name in _QUIETED_LOGGERS}
     try:
         yield client
     finally:
-        _active_client, _external = previous, was_external
+        (_active_client, _active_thread), _external = previous, was_external
         client.close()
         if cluster is not None:
             cluster.close()
@@ -207,7 +229,7 @@ def remote_input(path):
     from terrain.io.remote import is_remote
     if is_remote(path):
         return path
-    return str(real_path(path)) if _active_client is not None and _external else path
+    return str(real_path(path)) if _client() is not None and _external else path
 
 
 #: the commands whose tasks open their stores at URLs themselves (docs/scale.md)
@@ -253,7 +275,7 @@ def check_inputs_on_workers(inputs, client=None, address=None):
     ``inputs`` at its absolute path with this process's size and modification time (else it
     would compute something else and exit 0)."""
     from terrain.io.outputs import input_identity
-    client = client or (_active_client if _external else None)
+    client = client or (_client() if _external else None)
     from terrain.io.remote import is_remote
     paths = [p for p in inputs or () if p is not None and not is_remote(p)]
     if client is None or not paths:
@@ -382,7 +404,7 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
     from ._resume import drop_stale_checkpoints, graph_dict
     for c in collections:  # a resumed run's checkpoints that a rerun task would make stale
         drop_stale_checkpoints(graph_dict(c))
-    client = _active_client
+    client = _client()
     if client is None:
         return _compute_locally(collections, progress, ready_order, on_failure)
     address = client.scheduler.address
@@ -406,7 +428,7 @@ def call(fn, *args, label="terrain", **kwargs):
     """``fn(*args, **kwargs)``: in this process, or as one task on the active cluster (an
     in-core step that ``--scheduler`` asked to run there; its paths as the workers see
     them, :func:`remote_input`)."""
-    if _active_client is None:
+    if _client() is None:
         return fn(*args, **kwargs)
     import dask
     (result,) = compute(dask.delayed(fn, pure=False)(*args, **kwargs), label=label)
@@ -436,7 +458,7 @@ def share(value):
     the tasks take as an argument) instead of inside every task it is sent with, which
     Dask warns of past 10 MB (the 10-ft flow's flat heights and frames: 173 MB); in this
     process, ``value`` itself."""
-    client = _active_client
+    client = _client()
     if client is None:
         return value
     (future,) = client.scatter([value], hash=False)
@@ -464,7 +486,7 @@ def run_as_completed(fn, prepare, first, after, label="terrain"):
     import uuid
     from concurrent import futures as cf
 
-    client = _active_client
+    client = _client()
     waiting = collections.deque(dict.fromkeys(first))
     queued, running = set(waiting), {}
     if client is None:

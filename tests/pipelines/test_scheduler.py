@@ -213,6 +213,40 @@ def test_a_stop_while_the_cluster_starts_closes_it(monkeypatch):
     assert not cl.cluster_active()
 
 
+def test_a_thread_asking_for_threads_does_not_run_on_another_threads_cluster():
+    """Two runs of a service on two threads: one on the in-process cluster, the other asking
+    for ``threads``, whose tasks went to the first's cluster (and failed when it closed:
+    "lost the Dask scheduler"); the thread that made the cluster keeps it for its steps."""
+    import threading
+
+    import dask
+    pytest.importorskip("distributed")
+    from pipelines import cluster as cl
+    where = {}
+    opened, done = threading.Event(), threading.Event()
+
+    def other_run():
+        opened.wait(60)
+        with cl.open_scheduler("threads"):
+            where["other"] = cl.cluster_active()
+            (where["other_result"],) = cl.compute(dask.delayed(threading.get_ident)())
+            with cl.open_scheduler(None):  # a step of that run: still its threads
+                where["other_step"] = cl.cluster_active()
+        done.set()
+
+    t = threading.Thread(target=other_run)
+    t.start()
+    with cl.open_scheduler("local", quiet=True) as client:
+        opened.set()
+        assert done.wait(60)
+        with cl.open_scheduler("threads"):  # this thread's own nested step: its cluster
+            where["own"] = cl.cluster_active()
+        workers = set(client.run(lambda: threading.get_ident()).values())
+    t.join(60)
+    assert where["own"] and not where["other"] and not where["other_step"]
+    assert where["other_result"] not in workers
+
+
 # ----------------------------------------------------------------------------- what users hit
 
 # loaded by the worker (``dask worker --preload``): when the write phase begins (the first
