@@ -60,6 +60,8 @@ def _client():
     if getattr(_here, "local", None) and _active_thread != threading.get_ident():
         return None
     return _active_client
+#: the stop flag of the in-process cluster's task threads (native.TaskStop), else None
+_active_task_stop = None
 
 
 def cluster_active():
@@ -127,7 +129,7 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     ``cells``: the job's grid size (with ``spec=None`` at most :data:`DASHBOARD_MIN_CELLS`
     cells run on ``threads``); ``inputs``: files a cluster given by address must see as this
     process does. Yields the ``distributed.Client``, or None for a local scheduler."""
-    global _active_client, _active_thread, _external
+    global _active_client, _active_thread, _external, _active_task_stop
     import dask  # here, not at the top: a run in this process never imports it
     from terrain.startup import Terminated, bound_malloc_arenas, signals_held
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
@@ -152,8 +154,11 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         finally:
             _here.local = was
         return
+    from concurrent.futures import ThreadPoolExecutor
+
     from distributed import Client, LocalCluster
-    previous = _active_client, _active_thread
+    previous = _active_client, _active_thread, _active_task_stop
+    task_stop = None
     if spec:
         client = _connect(Client, spec)
         cluster = None
@@ -172,12 +177,18 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         # may come from the cluster's thread after an interrupt left this block)
         warnings.filterwarnings("ignore", message="Port .* is already in use")
         dashboard = dashboard_address()
+        nthreads = os.cpu_count() or 1
+        # the worker's task threads poll this cluster's stop flag (a caller's threads do not)
+        task_stop = native.TaskStop()
         # a stop inside LocalCluster's start left its scheduler listening (on the dashboard's
         # port) for the rest of the process: the stop waits for the start, then closes it
         with signals_held() as came:
             with dask.config.set(IN_PROCESS_CONFIG):
                 cluster = LocalCluster(n_workers=1, processes=False,
-                                       threads_per_worker=os.cpu_count() or 1,
+                                       threads_per_worker=nthreads,
+                                       executor=ThreadPoolExecutor(
+                                           nthreads, thread_name_prefix="terrain-task",
+                                           initializer=task_stop.mark),
                                        # (host, port) pairs: distributed splits text at ':'
                                        dashboard_address=[dashboard],
                                        # the worker's HTTP server too (else every interface)
@@ -197,12 +208,13 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
                 else f"{spec} ({_dashboard_link(client, None)})")
         print(f"terrain: Dask dashboard at {link}", file=sys.stderr, flush=True)
     _active_client, _active_thread = client, threading.get_ident()
+    _active_task_stop = task_stop
     was_external, _external = _external, cluster is None
     levels = {name: logging.getLogger(name).level for name in _QUIETED_LOGGERS}
     try:
         yield client
     finally:
-        (_active_client, _active_thread), _external = previous, was_external
+        (_active_client, _active_thread, _active_task_stop), _external = previous, was_external
         client.close()
         if cluster is not None:
             cluster.close()
@@ -490,7 +502,9 @@ def run_as_completed(fn, prepare, first, after, label="terrain"):
     waiting = collections.deque(dict.fromkeys(first))
     queued, running = set(waiting), {}
     if client is None:
-        pool = cf.ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task")
+        task_stop = native.TaskStop()
+        pool = cf.ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task",
+                                     initializer=task_stop.mark)
         width, submit = os.cpu_count() or 1, (lambda item: pool.submit(fn, item))
     else:
         from distributed import as_completed
@@ -532,7 +546,7 @@ def run_as_completed(fn, prepare, first, after, label="terrain"):
                     arrived.update(start())
     except BaseException as e:
         if client is None:
-            with native.tasks_stopped():
+            with task_stop.stopped():
                 pool.shutdown(wait=True, cancel_futures=True)
         else:
             _stop(client, list(running), e, client.scheduler.address)
@@ -560,7 +574,9 @@ def _compute_locally(collections, progress, ready_order=None, on_failure=None):
     import dask
     from concurrent.futures import ThreadPoolExecutor
 
-    pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task")
+    task_stop = native.TaskStop()
+    pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task",
+                              initializer=task_stop.mark)
     order = contextlib.nullcontext() if ready_order is None else _ready_order(ready_order)
     try:
         with dask.config.set(pool=pool), order:
@@ -572,7 +588,7 @@ def _compute_locally(collections, progress, ready_order=None, on_failure=None):
     except BaseException:
         if on_failure is not None:
             on_failure()
-        with native.tasks_stopped():  # the running tasks' kernels return early
+        with task_stop.stopped():  # the running tasks' kernels return early
             pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
@@ -614,7 +630,9 @@ def _cancel(client, futures, lost=False):
             client.close(timeout=2)
         return
     # the in-process cluster's tasks stop early (one given by address: as their kernels end)
-    with contextlib.suppress(Exception), native.tasks_stopped():
+    stopping = contextlib.nullcontext() if _active_task_stop is None else \
+        _active_task_stop.stopped()
+    with contextlib.suppress(Exception), stopping:
         client.cancel(futures, force=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and any(client.run(_executing).values()):

@@ -114,8 +114,8 @@ def stops_on_interrupt():
 
 @pytest.fixture
 def stopped_in_a_task():
-    """``check(call)``: ``call()`` runs as a task of a stopping run does (a thread of its own,
-    the tasks' stop flag set: :func:`terrain.native.tasks_stopped`) and must raise
+    """``check(call)``: ``call()`` runs as a task of a stopping run does (a thread of the run's
+    task threads, its stop flag set: :meth:`terrain.native.TaskStop.stopped`) and must raise
     :class:`terrain.native.Stopped`: the kernels it runs go through
     :func:`terrain.native.interruptible`, which hands them the flag and raises after them.
     A call that finishes without it ran its kernels past the stop."""
@@ -125,14 +125,16 @@ def stopped_in_a_task():
 
     def check(call):
         raised = []
+        run = native.TaskStop()
 
         def task():
+            run.mark()
             try:
                 call()
             except BaseException as e:  # noqa: BLE001 - what the task raised, checked below
                 raised.append(e)
 
-        with native.tasks_stopped():
+        with run.stopped():
             t = threading.Thread(target=task)
             t.start()
             t.join()

@@ -112,3 +112,50 @@ def test_a_table_made_where_a_freed_one_was_gets_its_kernels_declared(monkeypatc
     native.declared({"terrain_lf_count": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int64])})
     assert list(kernel.argtypes) == [ctypes.c_void_p, ctypes.c_int64]
     assert kernel.restype is ctypes.c_int64
+
+
+def test_a_stopping_run_stops_its_task_threads_and_no_other_thread():
+    """A run that stops sets its tasks' flag while it waits for them: a library call in a
+    thread of the caller's own (a web server's worker, part of no run) polled that flag too
+    and raised Stopped, a BaseException that ``except Exception`` lets through. It finishes
+    with scipy's distances; the same call in a thread of the run's task pool still stops."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    from terrain.graph import as_graph
+    from terrain.graph.shortest_paths import sssp
+
+    n = 200_000  # the search polls the flag every 65536 vertices it takes
+    w = np.random.default_rng(0).uniform(0.5, 2.0, n - 1)
+    a = sp.coo_matrix((w, (np.arange(n - 1), np.arange(1, n))), shape=(n, n))
+    g = as_graph(a, directed=True)
+    expected = dijkstra(a.tocsr(), indices=0)
+
+    def search():
+        return sssp(g, 0, algorithm="dijkstra", backend="cpu").dist
+
+    run = native.TaskStop()
+    tasks = ThreadPoolExecutor(1, initializer=run.mark)
+    outcome = []
+
+    def caller():
+        try:
+            outcome.append(search())
+        except BaseException as e:  # noqa: BLE001 - what the call raised, checked below
+            outcome.append(e)
+
+    try:
+        with run.stopped():
+            user = threading.Thread(target=caller)
+            user.start()
+            user.join()
+            native.check_stopped()  # the test's own thread is none of the run's either
+            with pytest.raises(native.Stopped):
+                tasks.submit(search).result()
+    finally:
+        tasks.shutdown()
+    assert isinstance(outcome[0], np.ndarray), outcome
+    np.testing.assert_allclose(outcome[0], expected, rtol=1e-12)

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 __all__ = ["load_library", "declared", "address", "threads", "interruptible", "in_strips",
-           "Stopped", "task_stop", "check_stopped", "tasks_stopped", "compile_library",
+           "Stopped", "TaskStop", "task_stop", "check_stopped", "compile_library",
            "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME", "PARALLEL_MIN"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
@@ -33,7 +33,8 @@ BUILT_NAME = "_kernels"
 
 _lib = None
 _lib_lock = threading.Lock()
-_task_stop = []
+#: ``stop``: in a thread that runs a run's tasks, that run's flag (:class:`TaskStop`)
+_task_thread = threading.local()
 
 #: below this much work (bytes, edges, arcs, cells) a kernel runs on the calling thread: a
 #: pool costs more than it shares
@@ -204,14 +205,14 @@ def interruptible(kernel, *args):
     scheduler) in a thread of its own while this one waits, so Ctrl-C or SIGTERM (handled in
     the main thread, which a kernel would hold for its whole run) sets ``stop`` (a one-byte
     NumPy flag the kernel polls) and the kernel returns within milliseconds; the interruption
-    is then raised here. Called from another thread (a task's),
-    the kernel runs right there on the tasks' flag (:func:`task_stop`), and :class:`Stopped`
+    is then raised here. Called from another thread, the kernel runs right there on that
+    thread's flag (:func:`task_stop`: its run's in a run's task thread), and :class:`Stopped`
     is raised when that was set."""
     import numpy as np
 
     if threading.current_thread() is not threading.main_thread():
-        # signals reach the main thread only: a task's kernel polls the flag that a stopping
-        # run sets while it waits for its tasks (tasks_stopped)
+        # signals reach the main thread only: a task's kernel polls the flag that its
+        # stopping run sets while it waits for its tasks (TaskStop.stopped)
         result = kernel(*args, task_stop())
         check_stopped()
         return result
@@ -263,39 +264,65 @@ def in_strips(bounds, work):
 
 
 class Stopped(BaseException):
-    """A task's kernel returned early because its run is stopping (:func:`tasks_stopped`):
+    """A task's kernel returned early because its run is stopping (:meth:`TaskStop.stopped`):
     what it computed is unfinished. A BaseException, as the signal that stopped the run."""
 
 
-def task_stop():
-    """The stop flag (a one-byte NumPy array) that the kernels of tasks poll, in threads that
-    no signal reaches: set while a stopping run waits for its running tasks."""
-    if not _task_stop:
+class TaskStop:
+    """The stop flag of one run's tasks (a one-byte NumPy array, ``flag``), polled by the
+    kernels and loops of the threads that run them and of no other thread: a library call in
+    a thread of the caller's own, part of no run, finishes whatever run stops meanwhile.
+
+    Examples
+    --------
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> stop = TaskStop()
+    >>> pool = ThreadPoolExecutor(2, initializer=stop.mark)
+    >>> with stop.stopped():
+    ...     pool.submit(lambda: task_stop() is stop.flag).result()
+    True
+    >>> pool.shutdown()
+    """
+
+    def __init__(self):
         import numpy as np
-        with _lib_lock:
-            if not _task_stop:
-                _task_stop.append(np.zeros(1, np.uint8))
-    return _task_stop[0]
+        self.flag = np.zeros(1, np.uint8)
+
+    def mark(self):
+        """Make the calling thread one of the run's task threads, whose kernels poll
+        ``flag``: the ``initializer`` of the pool that runs the run's tasks."""
+        _task_thread.stop = self.flag
+
+    @contextlib.contextmanager
+    def stopped(self):
+        """Within the block the run's task kernels and loops stop (``flag`` set): a run that
+        an error or a signal ends waits for its running tasks here, milliseconds instead of
+        their whole blocks; cleared after, for the next run on the same threads (a batch's
+        cluster)."""
+        self.flag[0] = 1
+        try:
+            yield
+        finally:
+            self.flag[0] = 0
+
+
+def task_stop():
+    """The stop flag (a one-byte NumPy array) that this thread's kernels poll, in threads
+    that no signal reaches: in a run's task thread (:meth:`TaskStop.mark`) the run's, set
+    while it stops; in any other thread one that nothing sets."""
+    stop = getattr(_task_thread, "stop", None)
+    if stop is None:
+        import numpy as np
+        stop = np.zeros(1, np.uint8)
+    return stop
 
 
 def check_stopped():
-    """Raise :class:`Stopped` when the run is stopping: called by a task after a kernel that
-    polls :func:`task_stop` and between the steps of a loop."""
-    if task_stop()[0]:
+    """Raise :class:`Stopped` when this thread's run is stopping: called by a task after a
+    kernel that polls :func:`task_stop` and between the steps of a loop."""
+    stop = getattr(_task_thread, "stop", None)
+    if stop is not None and stop[0]:
         raise Stopped()
-
-
-@contextlib.contextmanager
-def tasks_stopped():
-    """Within the block the tasks' kernels and loops stop (:func:`task_stop` set): a run that
-    an error or a signal ends waits for its running tasks here, milliseconds instead of
-    their whole blocks; cleared after, for the process's next run."""
-    flag = task_stop()
-    flag[0] = 1
-    try:
-        yield
-    finally:
-        flag[0] = 0
 
 
 def _stop_and_wait(stop, finished):
