@@ -291,6 +291,12 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     index once whole (phases 1 and 2), are not computed again; the rest runs again (the
     summary's ``reused_tasks`` counts what was not). Returns the summary dict (also in
     the output's ``cost_distance`` attribute).
+
+    Process-wide settings: the blocked algorithm serves allocations of 1 MiB and more from
+    ``mmap`` for the rest of the process (glibc's ``mallopt``: its blocks come and go at
+    every visit, and their memory goes back to the system), and a Dask cluster fixes
+    glibc's malloc arenas (:mod:`terrain.startup`); a long-lived process that runs it keeps
+    both (its own large temporary arrays then page-fault afresh each time).
     """
     t_start = time.perf_counter()
     be = get_backend(backend)
