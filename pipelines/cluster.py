@@ -130,8 +130,13 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     cells run on ``threads``); ``inputs``: files a cluster given by address must see as this
     process does. Yields the ``distributed.Client``, or None for a local scheduler."""
     global _active_client, _active_thread, _external, _active_task_stop
-    import dask  # here, not at the top: a run in this process never imports it
-    from terrain.startup import Terminated, bound_malloc_arenas, signals_held
+    from terrain.startup import bound_malloc_arenas, signals_held
+    # a stop inside dask's or distributed's import left it half-imported for the rest of
+    # the process (a notebook's next run: "module 'dask' has no attribute 'utils'"): the
+    # stop waits for the import
+    with signals_held() as came:
+        import dask  # here, not at the top: a run in this process never imports it
+    _raise_held(came)
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
     if spec is None:
         if _client() is not None:
@@ -156,7 +161,9 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    from distributed import Client, LocalCluster
+    with signals_held() as came:  # as dask's above
+        from distributed import Client, LocalCluster
+    _raise_held(came)
     previous = _active_client, _active_thread, _active_task_stop
     task_stop = None
     if spec:
@@ -202,7 +209,7 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         if came:
             client.close()
             cluster.close()
-            raise KeyboardInterrupt if came[0] == "interrupt" else Terminated()
+            _raise_held(came)
     if not quiet:
         link = (_dashboard_link(client, dashboard[0]) if cluster is not None
                 else f"{spec} ({_dashboard_link(client, None)})")
@@ -222,6 +229,13 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         # (a notebook's, a service's) goes on
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def _raise_held(came):
+    """Raise the first stop :func:`terrain.startup.signals_held` held (``came``), if any."""
+    from terrain.startup import Terminated
+    if came:
+        raise KeyboardInterrupt if came[0] == "interrupt" else Terminated()
 
 
 def _dashboard_link(client, host=None):

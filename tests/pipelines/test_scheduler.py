@@ -213,6 +213,38 @@ def test_a_stop_while_the_cluster_starts_closes_it(monkeypatch):
     assert not cl.cluster_active()
 
 
+@pytest.mark.parametrize("module", ["dask.delayed", "distributed.worker"])
+def test_a_stop_inside_dasks_import_leaves_it_whole(tmp_path, module):
+    """Ctrl-C 0.5 s into a notebook's run on the in-process cluster landed in dask's
+    import, which it left half done: every later run failed ("module 'dask' has no
+    attribute 'utils'"). The stop waits for the import (dask's, distributed's), then is
+    raised."""
+    pytest.importorskip("distributed")
+    code = """
+import importlib.abc, signal, sys
+class StopWhileImporting(importlib.abc.MetaPathFinder):
+    fired = False
+    def find_spec(self, name, path, target=None):
+        if name == sys.argv[1] and not StopWhileImporting.fired:
+            StopWhileImporting.fired = True
+            signal.raise_signal(signal.SIGINT)
+        return None
+sys.meta_path.insert(0, StopWhileImporting())
+from pipelines.cluster import open_scheduler
+try:
+    with open_scheduler("local", quiet=True):
+        print("ran")
+except KeyboardInterrupt:
+    print("interrupted")
+with open_scheduler("local", quiet=True) as client:
+    print("then", client is not None)
+"""
+    proc = subprocess.run([sys.executable, "-c", code, module], cwd=tmp_path,
+                          env=child_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["interrupted", "then", "True"]
+
+
 def test_a_thread_asking_for_threads_does_not_run_on_another_threads_cluster():
     """Two runs of a service on two threads: one on the in-process cluster, the other asking
     for ``threads``, whose tasks went to the first's cluster (and failed when it closed:
