@@ -222,6 +222,7 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         yield client
     finally:
         (_active_client, _active_thread, _active_task_stop), _external = previous, was_external
+        _drop_leftover_errors(client, cluster)
         client.close()
         if cluster is not None:
             cluster.close()
@@ -229,6 +230,18 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         # (a notebook's, a service's) goes on
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def _drop_leftover_errors(*owners):
+    """Make the event loops of a client and cluster about to close drop the errors nobody
+    will read: a wait inside distributed's close that timed out leaves a future holding its
+    TimeoutError, and asyncio logs it when the future is collected, perhaps at the process's
+    exit, after the run's one error line. These loops are distributed's own (one per
+    client or cluster), serving nothing once closed."""
+    for owner in owners:
+        loop = getattr(getattr(owner, "loop", None), "asyncio_loop", None)
+        if loop is not None:
+            loop.set_exception_handler(lambda loop, context: None)
 
 
 def _raise_held(came):
