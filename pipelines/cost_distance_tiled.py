@@ -13,7 +13,6 @@ tasks and memory bound: docs/cost-distance-tiled.md.
 """
 
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -22,11 +21,12 @@ from terrain.errors import InputError
 from terrain.io.remote import inside, is_remote, remove_tree
 from terrain.grid.sssp import on_nodata
 from terrain.grid.sssp_tiled import (MAX_GPU_TILE, DeviceLevel, TiledSpec, default_max_height,
-                                     fill_group, node_boundary, node_down, shared_pass,
-                                     sources_leaf, sources_merge, tt_capacity)
+                                     fill_group, shared_pass, sources_leaf, sources_merge,
+                                     tt_capacity)
 from terrain.grid.sssp_tiled_store import (INDEX_GROUP, LABELS_GROUP, IndexStore, StoredNodes,
-                                           release_run, ring_seeds, solve_stored_top, store_ops,
-                                           write_index_leaf)
+                                           check_index_group, children_labels, release_run,
+                                           ring_seeds, solve_stored_top, store_ops,
+                                           stored_labels, write_index_leaf, write_index_node)
 from terrain.io.zarr_meta import open_group
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
@@ -130,30 +130,16 @@ def _index_leaf_task(tspec, reader, backend, store, made, g, i, j):
 
 
 def _index_merge_task(tspec, store, k, i, j, *kids):
-    """A node's matrix from its four children's (read from the index), written."""
-    if k <= tspec.height:
-        children = [None if c is None else store.node(c) for c in store.child_keys(k, i, j)]
-        store.write_nodes(k, (i, i + 1, j, j + 1),
-                          {(k, i, j): node_boundary(tspec, k, i, j, children)})
+    """A node's matrix from its four children's, written (:func:`write_index_node`)."""
+    write_index_node(tspec, store, k, i, j)
     return (k, i, j), None
 
 
 def _index_check_task(tspec, reader, store, prepared, g, i, j):
-    """With ``--reuse``: the stored boundary cells must carry this raster's values."""
-    del prepared  # the DEM is in place (a raster input is ingested first)
-    window = tspec.window(g, i, j)
-    z, f = reader(window)
-    r0, c0 = window[0], window[2]
-    cols = tspec.shape[1]
-    sl = store.clip(0, store.group_region(0, i, j))
-    ids = np.asarray(store.array(0, "ids")[sl])  # all the group's tiles at once (-1: padding)
-    cell = ids >= 0
-    rr, cc = ids[cell] // cols - r0, ids[cell] % cols - c0
-    if not (np.array_equal(z[rr, cc], np.asarray(store.array(0, "z")[sl])[cell], equal_nan=True)
-            and np.array_equal(f[rr, cc], np.asarray(store.array(0, "f")[sl])[cell],
-                               equal_nan=True)):
-        raise InputError(f"{store.path}: the stored index does not match this raster "
-                         f"(group {i},{j})")
+    """With ``--reuse``: :func:`check_index_group` once the DEM is in place (``prepared``:
+    a raster input is ingested first)."""
+    del prepared
+    check_index_group(tspec, reader, store, g, i, j)
     return True
 
 
@@ -193,30 +179,6 @@ def _collect_own(*owns):
     return out
 
 
-def _own_labels(store, lstore, k, region):
-    """Final labels of the level-``k`` nodes of ``region`` and their meta (ids)."""
-    meta = store.meta(k, region)
-    lab = lstore.read_labels(k, region, {key: nb.size for key, nb in meta.items()})
-    return meta, lab
-
-
-def _node_down(tspec, store, labels, meta, lab, k, region):
-    """Children's final labels of the level-``k`` nodes in ``region``."""
-    kids_all = store.meta(k - 1, (2 * region[0], 2 * region[1], 2 * region[2],
-                                  2 * region[3]), matrices=True)
-    out = {}
-    for key, nb in meta.items():
-        _, i, j = key
-        kids = [c if c in kids_all else None for c in store.child_keys(k, i, j)]
-        down = node_down(tspec, nb, lab[key], [None if c is None else kids_all[c]
-                                                for c in kids],
-                         [None if c is None else labels.get(c) for c in kids])
-        for c, d in zip(kids, down):
-            if c is not None:  # the child's ids stay, its matrices go
-                out[c] = (replace(kids_all[c], dist=None, hops=None), d)
-    return out
-
-
 def _top(tspec, store, lstore, labels, top_cfg):
     """The top Dijkstra (:func:`~terrain.grid.sssp_tiled_store.solve_stored_top`) with the
     run's processes reached through the cluster; ``top_cfg``: ``(cache bytes, backend)``."""
@@ -230,8 +192,8 @@ def _down_node_task(tspec, store, lstore, labels, top_cfg, ready, k, i, j, incom
     del ready
     stats = _top(tspec, store, lstore, labels, top_cfg) if incoming is None else incoming
     if k <= tspec.height:
-        meta, lab = _own_labels(store, lstore, k, (i, i + 1, j, j + 1))
-        kids = _node_down(tspec, store, labels, meta, lab, k, (i, i + 1, j, j + 1))
+        meta, lab = stored_labels(store, lstore, k, (i, i + 1, j, j + 1))
+        kids = children_labels(tspec, store, labels, meta, lab, k, (i, i + 1, j, j + 1))
         for key, (_, d) in kids.items():
             lstore.write_labels(k - 1, (key[1], key[1] + 1, key[2], key[2] + 1), {key: d})
     return (stats,) * 4
@@ -244,12 +206,12 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
     s = min(tspec.height, g)
     if s == 0:  # the top wrote the tiles' final labels: nothing to split
         return stats
-    meta, lab = _own_labels(store, lstore, s, store.group_region(s, i, j))
+    meta, lab = stored_labels(store, lstore, s, store.group_region(s, i, j))
     if s == tspec.levels - 1 and s == tspec.height:
         lab = {key: (np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.int32))
                for key in meta}  # the root: no boundary
     for k in range(s, 0, -1):
-        kids = _node_down(tspec, store, labels, meta, lab, k,
+        kids = children_labels(tspec, store, labels, meta, lab, k,
                           store.group_region(k, i, j))
         meta = {key: nb for key, (nb, _) in kids.items()}
         lab = {key: d for key, (_, d) in kids.items()}

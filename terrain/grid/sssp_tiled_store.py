@@ -1,26 +1,31 @@
 """The tiled SSSP (:mod:`terrain.grid.sssp_tiled`) on an index kept in a Zarr store, for the
 out-of-core pipeline (``pipelines/cost_distance_tiled.py``, which schedules these steps as
 tasks): :class:`IndexStore` (the index's per-level node arrays, or a run's final boundary
-labels), a group's phase 1 written to it, the top Dijkstra on its top level (paged on the
-host, or on the GPU with the level of tiles kept on the device) and phase 3's ring seeds.
+labels), a group's phase 1 and its nodes' merges written to it, a reused index checked
+against the raster, the top Dijkstra on its top level (paged on the host, or on the GPU with
+the level of tiles kept on the device), the final labels split down to the tiles and phase
+3's ring seeds.
 Each backend's side comes from the table :func:`store_ops` picks (``TiledStoreCpuOps`` in
 ``_tiled_store.py``, ``TiledStoreGpuOps`` in ``_tiled_store_gpu.py``). Layout, tasks and
 memory: docs/cost-distance-tiled.md.
 """
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from ..backend import get_backend
+from ..errors import InputError
 from ._tiled_graphs import FlatBoundaries, TileBatch, top_labels_paged
 from ._tiled_store import (BAND_BYTES, GPU_PAGE_BYTES, HOST_BANDS, INDEX_GROUP, LABELS_GROUP,
                            PAGE_BYTES, TOP_CACHE_BYTES, IndexStore, StoredNodes,
                            TiledStoreCpuOps)
 from ._tournament import INT_INF
-from .sssp_tiled import index_leaf
+from .sssp_tiled import index_leaf, node_boundary, node_down
 
-__all__ = ["IndexStore", "StoredNodes", "store_ops", "write_index_leaf", "solve_stored_top",
+__all__ = ["IndexStore", "StoredNodes", "store_ops", "write_index_leaf", "write_index_node",
+           "check_index_group", "solve_stored_top", "stored_labels", "children_labels",
            "ring_seeds", "release_run", "INDEX_GROUP", "LABELS_GROUP", "PAGE_BYTES",
            "TOP_CACHE_BYTES", "GPU_PAGE_BYTES", "BAND_BYTES", "HOST_BANDS"]
 
@@ -58,6 +63,61 @@ def write_index_leaf(tspec, reader, backend, store, g, i, j):
     for k in range(min(g, tspec.height) + 1):  # levels of empty nodes (none in the group)
         if k not in written:
             store.write_nodes(k, store.group_region(k, i, j), {})
+
+
+def write_index_node(tspec, store, k, i, j):
+    """Node ``(k, i, j)``'s matrix from its four children's in the index ``store``, written
+    there (nodes above the height cap have none: the top solves them)."""
+    if k <= tspec.height:
+        children = [None if c is None else store.node(c) for c in store.child_keys(k, i, j)]
+        store.write_nodes(k, (i, i + 1, j, j + 1),
+                          {(k, i, j): node_boundary(tspec, k, i, j, children)})
+
+
+def check_index_group(tspec, reader, store, g, i, j):
+    """:class:`InputError` unless the boundary cells that the index ``store`` holds for group
+    ``(g, i, j)`` carry the elevations and frictions ``reader`` gives (an index reused for
+    another raster would give another raster's distances)."""
+    window = tspec.window(g, i, j)
+    z, f = reader(window)
+    r0, c0 = window[0], window[2]
+    cols = tspec.shape[1]
+    sl = store.clip(0, store.group_region(0, i, j))
+    ids = np.asarray(store.array(0, "ids")[sl])  # all the group's tiles at once (-1: padding)
+    cell = ids >= 0
+    rr, cc = ids[cell] // cols - r0, ids[cell] % cols - c0
+    if not (np.array_equal(z[rr, cc], np.asarray(store.array(0, "z")[sl])[cell], equal_nan=True)
+            and np.array_equal(f[rr, cc], np.asarray(store.array(0, "f")[sl])[cell],
+                               equal_nan=True)):
+        raise InputError(f"{store.path}: the stored index does not match this raster "
+                         f"(group {i},{j})")
+
+
+def stored_labels(store, lstore, k, region):
+    """``(meta, labels)``: the level-``k`` nodes of ``region`` in the index ``store`` (their
+    ids) and their final labels in the labels store ``lstore``."""
+    meta = store.meta(k, region)
+    lab = lstore.read_labels(k, region, {key: nb.size for key, nb in meta.items()})
+    return meta, lab
+
+
+def children_labels(tspec, store, labels, meta, lab, k, region):
+    """``{child key: (child meta, its final labels)}`` for the level-``k`` nodes of
+    ``region`` (``meta``, ``lab``: :func:`stored_labels`); ``labels``: the source labels
+    of the nodes that reach a source."""
+    kids_all = store.meta(k - 1, (2 * region[0], 2 * region[1], 2 * region[2],
+                                  2 * region[3]), matrices=True)
+    out = {}
+    for key, nb in meta.items():
+        _, i, j = key
+        kids = [c if c in kids_all else None for c in store.child_keys(k, i, j)]
+        down = node_down(tspec, nb, lab[key], [None if c is None else kids_all[c]
+                                                for c in kids],
+                         [None if c is None else labels.get(c) for c in kids])
+        for c, d in zip(kids, down):
+            if c is not None:  # the child's ids stay, its matrices go
+                out[c] = (replace(kids_all[c], dist=None, hops=None), d)
+    return out
 
 
 def _here(fn, *args):
