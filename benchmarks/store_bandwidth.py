@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import zarr
 
-from pipelines.mst import MASK_COMPRESSORS
 from terrain.tiles import open_store
-from terrain.tiles.store import checksummed, read_block, shard_windows, write_block
+from terrain.tiles.store import (checksummed, read_block, result_compressors, shard_windows,
+                                 write_block)
 
 from .common import verdict
 
@@ -49,7 +49,7 @@ def main(dem, mst):
     group = zarr.open_group(mst, mode="a")
     group.create_array("probe", shape=store.shape, dtype="uint8", chunks=(store.tile,) * 2,
                        shards=(side, side), fill_value=0,
-                       compressors=checksummed(MASK_COMPRESSORS),
+                       compressors=checksummed(result_compressors("codes")),
                        config={"write_empty_chunks": False}, overwrite=True)
     try:
         for threads in (16, 8):

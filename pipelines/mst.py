@@ -32,11 +32,11 @@ from terrain.io import AsciiGrid
 from terrain.io.georef import check_weight_units, write_georeference
 from terrain.io.outputs import output_beside, staged_path
 from terrain.io.remote import check_local_outputs, command_paths, input_fingerprints, is_remote
-from terrain.io.zarr_meta import codec, open_group
+from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now
-from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
-                                 write_block)
+from terrain.tiles.store import (create_layer, read_block, result_compressors, shard_windows,
+                                 tiles_per_shard, write_block)
 
 from . import _plan as _plans
 from ._command import CommandOutput, open_input
@@ -50,10 +50,6 @@ __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write
 
 # tasks whose results are checkpointed in the partial output (``--resume``)
 CHECKPOINTED = ("mst-prepare", "mst-group", "mst-merge", "mst-write")
-
-#: the ``mst`` mask's codec: Blosc LZ4 level 5 after a bit shuffle (docs/mst.md, "Output"),
-#: which the whole-shard reader and writer handle with the GIL released
-MASK_COMPRESSORS = (codec("blosc", cname="lz4", clevel=5, shuffle="bitshuffle"),)
 
 #: text the device parse holds beside the grid while it streams: two pieces and an index
 TEXT_DEVICE_BYTES = 3 * (512 << 20)
@@ -161,8 +157,11 @@ def _prepare(out_path, spec, geo, upstream):
         write_georeference(group, spec.shape, gt, geo.get("crs"))
         group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
                             "source": geo.get("source")})
-    # kept when there: a resumed run's mask holds the edges of groups that do not run again
-    create_layer(group, "mst", "uint8", 0, spec.tile, spec.shape, compressors=MASK_COMPRESSORS,
+    # kept when there: a resumed run's mask holds the edges of groups that do not run again;
+    # LZ4 after a bit shuffle (docs/mst.md, "Output"), which the whole-shard reader and
+    # writer handle with the GIL released
+    create_layer(group, "mst", "uint8", 0, spec.tile, spec.shape,
+                 compressors=result_compressors("codes"),
                  attrs={"bits": "bit d set: edge (cell, d) in the forest; d: E=0, S=1, SE=2, "
                                 "SW=3"}, keep=True)
     return out_path if is_remote(out_path) else str(out_path)

@@ -14,15 +14,15 @@ from grids import SHAPE, shard_files
 from grids import shard_layer as _array
 
 from pipelines.ingest import default_compressors
-from pipelines.mst import MASK_COMPRESSORS, _changes_by_window
+from pipelines.mst import _changes_by_window
 from terrain.grid.merge import Changes
 from terrain.tiles._shards import fast_layout
-from terrain.tiles.store import read_block, write_block
+from terrain.tiles.store import read_block, result_compressors, write_block
 from grids import small_shards_case
 
 
 @pytest.mark.parametrize("name, dtype, fill, compressors", [
-    ("mst", "uint8", 0, MASK_COMPRESSORS),
+    ("mst", "uint8", 0, result_compressors("codes")),
     ("elevation", "float32", np.nan, default_compressors())])
 def test_blocks_are_zarrs_bytes_and_read_back(tmp_path, name, dtype, fill, compressors):
     rng = np.random.default_rng(4)
@@ -105,7 +105,7 @@ def test_shard_buffers_do_not_follow_the_thread_count(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
     from terrain.tiles import _shards
-    _array(tmp_path, "mst", "uint8", 0, MASK_COMPRESSORS)
+    _array(tmp_path, "mst", "uint8", 0, result_compressors("codes"))
     v = np.random.default_rng(1).integers(0, 16, SHAPE).astype(np.uint8)
     windows = [(r, min(r + 64, 150), c, min(c + 64, 130)) for r in (0, 64, 128)
                for c in (0, 64, 128)]
