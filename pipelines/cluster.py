@@ -8,6 +8,7 @@ the partial output stays for ``--resume``. Design notes: docs/scale.md, "Cluster
 """
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -45,23 +46,38 @@ IN_PROCESS_CONFIG = {
     "distributed.admin.system-monitor.interval": "2s",
 }
 
-_active_client = None
-_active_thread = None  # the thread that made it active
-_external = False  # the active client is a cluster given by address
+
+
+@dataclasses.dataclass(frozen=True)
+class _Active:
+    """The cluster :func:`open_scheduler` made active."""
+    client: object  # its distributed.Client
+    thread: int  # the thread that made it active
+    external: bool  # given by address (its workers see paths as absolute ones)
+    #: the in-process cluster's task threads' stop flag (native.TaskStop), else None
+    task_stop: object
+
+
+_active = None
 #: ``local``: the local scheduler this thread's run asked for (``threads``,
 #: ``synchronous``), which the cluster another thread made active (a service's other run)
 #: does not replace
 _here = threading.local()
 
 
-def _client():
-    """The active cluster's client, or None: none is active, or another thread made it
-    active and this thread asked for a local scheduler (:func:`open_scheduler`)."""
-    if getattr(_here, "local", None) and _active_thread != threading.get_ident():
+def _active_cluster():
+    """The active cluster (:class:`_Active`), or None: none is active, or another thread
+    made it active and this thread asked for a local scheduler (:func:`open_scheduler`)."""
+    if _active is None or (getattr(_here, "local", None)
+                           and _active.thread != threading.get_ident()):
         return None
-    return _active_client
-#: the stop flag of the in-process cluster's task threads (native.TaskStop), else None
-_active_task_stop = None
+    return _active
+
+
+def _client():
+    """The active cluster's client, or None (:func:`_active_cluster`)."""
+    active = _active_cluster()
+    return active.client if active else None
 
 
 def cluster_active():
@@ -129,14 +145,14 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     ``cells``: the job's grid size (with ``spec=None`` at most :data:`DASHBOARD_MIN_CELLS`
     cells run on ``threads``); ``inputs``: files a cluster given by address must see as this
     process does. Yields the ``distributed.Client``, or None for a local scheduler."""
-    global _active_client, _active_thread, _external, _active_task_stop
-    from terrain.startup import bound_malloc_arenas, signals_held
+    global _active
+    from terrain.startup import bound_malloc_arenas, raise_held, signals_held
     # a stop inside dask's or distributed's import left it half-imported for the rest of
     # the process (a notebook's next run: "module 'dask' has no attribute 'utils'"): the
     # stop waits for the import
     with signals_held() as came:
         import dask  # here, not at the top: a run in this process never imports it
-    _raise_held(came)
+    raise_held(came)
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
     if spec is None:
         if _client() is not None:
@@ -163,8 +179,8 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
 
     with signals_held() as came:  # as dask's above
         from distributed import Client, LocalCluster
-    _raise_held(came)
-    previous = _active_client, _active_thread, _active_task_stop
+    raise_held(came)
+    previous = _active
     task_stop = None
     if spec:
         client = _connect(Client, spec)
@@ -209,19 +225,17 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         if came:
             client.close()
             cluster.close()
-            _raise_held(came)
+            raise_held(came)
     if not quiet:
         link = (_dashboard_link(client, dashboard[0]) if cluster is not None
                 else f"{spec} ({_dashboard_link(client, None)})")
         print(f"terrain: Dask dashboard at {link}", file=sys.stderr, flush=True)
-    _active_client, _active_thread = client, threading.get_ident()
-    _active_task_stop = task_stop
-    was_external, _external = _external, cluster is None
+    _active = _Active(client, threading.get_ident(), cluster is None, task_stop)
     levels = {name: logging.getLogger(name).level for name in _QUIETED_LOGGERS}
     try:
         yield client
     finally:
-        (_active_client, _active_thread, _active_task_stop), _external = previous, was_external
+        _active = previous
         _drop_leftover_errors(client, cluster)
         client.close()
         if cluster is not None:
@@ -244,13 +258,6 @@ def _drop_leftover_errors(*owners):
             loop.set_exception_handler(lambda loop, context: None)
 
 
-def _raise_held(came):
-    """Raise the first stop :func:`terrain.startup.signals_held` held (``came``), if any."""
-    from terrain.startup import Terminated
-    if came:
-        raise KeyboardInterrupt if came[0] == "interrupt" else Terminated()
-
-
 def _dashboard_link(client, host=None):
     """The dashboard's URL with the host it really listens on (None: the scheduler's own).
     distributed's link drops an IPv6 host's brackets (``http://[:45805/status``)."""
@@ -268,7 +275,8 @@ def remote_input(path):
     from terrain.io.remote import is_remote
     if is_remote(path):
         return path
-    return str(real_path(path)) if _client() is not None and _external else path
+    active = _active_cluster()
+    return str(real_path(path)) if active and active.external else path
 
 
 #: the commands whose tasks open their stores at URLs themselves (docs/scale.md)
@@ -314,7 +322,8 @@ def check_inputs_on_workers(inputs, client=None, address=None):
     ``inputs`` at its absolute path with this process's size and modification time (else it
     would compute something else and exit 0)."""
     from terrain.io.outputs import input_identity
-    client = client or (_client() if _external else None)
+    active = _active_cluster()
+    client = client or (active.client if active and active.external else None)
     from terrain.io.remote import is_remote
     paths = [p for p in inputs or () if p is not None and not is_remote(p)]
     if client is None or not paths:
@@ -657,8 +666,9 @@ def _cancel(client, futures, lost=False):
             client.close(timeout=2)
         return
     # the in-process cluster's tasks stop early (one given by address: as their kernels end)
-    stopping = contextlib.nullcontext() if _active_task_stop is None else \
-        _active_task_stop.stopped()
+    active = _active_cluster()
+    stopping = active.task_stop.stopped() if active and active.task_stop else \
+        contextlib.nullcontext()
     with contextlib.suppress(Exception), stopping:
         client.cancel(futures, force=True)
         deadline = time.monotonic() + 60

@@ -5,7 +5,8 @@ What a terrain process does to itself around its work; nothing here changes a re
 * signals: :func:`terminate_raises` turns SIGTERM into :class:`Terminated`, so every
   ``finally`` and :func:`terrain.io.outputs.atomic_output` clean-up runs as for Ctrl-C, and
   :func:`raise_if_stopped` raises a stop whose exception a callback from C dropped;
-  :func:`signals_held` keeps both out of the renames that put an output in place;
+  :func:`signals_held` keeps both out of the renames that put an output in place (and
+  out of imports that must not stop halfway, :func:`raise_held` raising them after);
 * malloc arenas: :func:`bound_malloc_arenas` fixes glibc's arena count before the thread
   pools start (``terrain.run.main``, :func:`pipelines.cluster.open_scheduler`), so the peak
   RSS does not follow the thread count; :func:`fixed_mmap_threshold` serves the blocked cost
@@ -29,7 +30,7 @@ from pathlib import Path
 
 __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_threshold",
            "trim_free_memory", "quick_exit", "terminate_raises", "raise_if_stopped",
-           "signals_held", "printable_streams", "numba_cache_for_run"]
+           "signals_held", "raise_held", "printable_streams", "numba_cache_for_run"]
 
 
 class Terminated(BaseException):
@@ -102,6 +103,13 @@ def signals_held():
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def raise_held(came):
+    """Raise the first stop :func:`signals_held` held (``came``), if any: for a step that
+    must not stop halfway, after which the run stops."""
+    if came:
+        raise KeyboardInterrupt if came[0] == "interrupt" else Terminated()
 
 
 MALLOC_ARENAS = 8

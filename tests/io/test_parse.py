@@ -4,6 +4,7 @@ found or compiled, and the graph-free ingest path it serves (same store, no Numb
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -133,7 +134,9 @@ def test_an_active_cluster_runs_small_grids_too(tmp_path, monkeypatch):
     import pipelines.cluster as cluster
     import pipelines.ingest as ingest_module
     ran = []
-    monkeypatch.setattr(cluster, "_active_client", object())  # as in a batch on one cluster
+    # as in a batch on one cluster
+    monkeypatch.setattr(cluster, "_active", cluster._Active(object(), threading.get_ident(),
+                                                             False, None))
     monkeypatch.setattr(ingest_module, "ingest_in_threads", lambda *a, **k: ran.append("direct"))
     monkeypatch.setattr(ingest_module, "ingest_on_active_scheduler",
                         lambda *a, **k: ran.append("cluster"))
