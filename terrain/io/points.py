@@ -199,7 +199,8 @@ def _geojson_points(path, text):
         raise InputError(f"{path}: JSON nested too deeply") from None
     except ValueError:  # an integer of more digits than Python converts (sys.int_info)
         raise InputError(f"{path}: a number of too many digits") from None
-    out, features = [], []
+    out = []
+    features = 0  # counted, to name a feature without a geometry
 
     def position(c):
         if not isinstance(c, (list, tuple)) or len(c) < 2:
@@ -218,6 +219,7 @@ def _geojson_points(path, text):
         return x, y
 
     def visit(g, depth=0):
+        nonlocal features
         if depth > 32:
             raise InputError(f"{path}: GeoJSON nested too deeply")
         if not isinstance(g, dict):
@@ -231,9 +233,9 @@ def _geojson_points(path, text):
             for part in parts:
                 visit(part, depth + 1)
         elif t == "Feature":
-            features.append(g)
+            features += 1
             if g.get("geometry") is None:
-                raise _no_geometry(path, len(features))
+                raise _no_geometry(path, features)
             visit(g["geometry"], depth + 1)
         elif t == "Point":
             out.append(position(g.get("coordinates")))
