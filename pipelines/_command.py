@@ -150,6 +150,13 @@ class CommandOutput:
             return None
         return {**open_group(self.path, mode="r").attrs[self.summary], "geotiff": recorded[0]}
 
+    def steps_kept(self):
+        """On ``--resume``: whether the partial output holds a killed run's steps, which the
+        route that wrote them finishes (:func:`pipelines._resume.steps_kept`); else the run
+        takes the route a fresh one would."""
+        from ._resume import steps_kept
+        return self.resume and steps_kept(self.path, self.key)
+
     @contextlib.contextmanager
     def partial(self, inputs, *, began=None, cluster=None, cluster_inputs=()):
         """``(partial, kept)``: the partial output the run writes, published when the block

@@ -28,8 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import CHECKPOINT_DIR, code_identity, input_identity
-from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
+from terrain.io.outputs import (CHECKPOINT_DIR, code_identity, input_identity, partial_path,
+                                write_path)
+from terrain.io.remote import (Location, filesystem, inside, is_remote, location,
+                               object_entries, remove_tree)
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
            "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result",
@@ -102,6 +104,20 @@ def checkpoint_at(folder, key):
     if is_remote(folder):
         return inside(folder, checkpoint_file(key))
     return str(Path(folder) / checkpoint_file(key))
+
+
+def steps_kept(target, key):
+    """Whether the partial output that a killed run of ``key`` left for the store ``target``
+    holds checkpoints: a resumed run finishes them on the route that wrote them (the task
+    graph's). A run killed on an in-core route, or before its first step, left none: a
+    resumed run then takes the route a fresh one would, and gives its bits (a tiled flow's
+    weighted sums are added in another order than in core's)."""
+    if is_remote(target):
+        at = location(target)
+        partial = Location(at.url, at.options, writing=True, key=key)
+    else:
+        partial = partial_path(write_path(target), key)
+    return bool(kept_checkpoints(checkpoint_folder(partial)))
 
 
 def kept_checkpoints(folder):

@@ -456,18 +456,6 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     options = {"epsilon": bool(epsilon), "min_depth": min_depth, "min_area": min_area,
                "hierarchy": bool(hierarchy)}
     asked = [k for k, v in options.items() if v not in (None, False)]
-    if resume and in_core is True:
-        raise InputError(f"{inp}: a resumed fill takes the tiled route (in core a run keeps "
-                         "no steps to resume)")
-    # a resumable run keeps its steps: the tiled route, whatever the grid's size
-    route = "tiled" if resume else fill_route(shape, be, in_core, forest=bool(asked))
-    if asked and route != "in-core":
-        why = ("the tiled route was asked" if in_core is False else
-               "a resumed run takes the tiled route" if resume else
-               f"{shape[0]} x {shape[1]} cells do not fit in memory")
-        raise InputError(f"{inp}: {why}, and the tiled fill supports connectivity and outlets "
-                         f"only: {', '.join(asked)} {'need' if len(asked) > 1 else 'needs'} "
-                         "the in-core route", option=("connectivity", "outlets", *asked))
     from . import cluster
     key = run_key("fill", [p for p in (inp, outlets) if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), be.name)
@@ -476,6 +464,20 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                            write_geotiffs=lambda store: write_geotiffs(store, geotiff_dir,
                                                                        cog=cog),
                            overwrite=overwrite, resume=resume)
+    # the steps of an interrupted run are the tiled route's (the only one that keeps them):
+    # it finishes them; else the route a fresh run takes
+    kept_steps = output.steps_kept()
+    if kept_steps and in_core is True:
+        raise InputError(f"{inp}: the interrupted run took the tiled route: a resumed run "
+                         "finishes it there")
+    route = "tiled" if kept_steps else fill_route(shape, be, in_core, forest=bool(asked))
+    if asked and route != "in-core":
+        why = ("the tiled route was asked" if in_core is False else
+               "the interrupted run took the tiled route" if kept_steps else
+               f"{shape[0]} x {shape[1]} cells do not fit in memory")
+        raise InputError(f"{inp}: {why}, and the tiled fill supports connectivity and outlets "
+                         f"only: {', '.join(asked)} {'need' if len(asked) > 1 else 'needs'} "
+                         "the in-core route", option=("connectivity", "outlets", *asked))
     if done := output.finished():
         return done
     # on a cluster (--scheduler, a batch's): reached before any work, which runs there (the
@@ -516,6 +518,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 (summary,) = cluster.compute(graph, label="fill")
             _drop_forest(tmp)  # the intermediate forest, before the output is finished
             summary["reused_tasks"] = drop_checkpoints(tmp, kept)
+        summary["route"] = route
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()

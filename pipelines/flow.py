@@ -224,13 +224,6 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         _plans.check_same_grid(weights, shape, gt, "weights raster", crs)
     spec = FlowSpec(shape, tile, int(connectivity), (abs(gt[1]), abs(gt[5])),
                     outlets is None)
-    if resume and route == "in-core":
-        raise InputError(f"{inp}: a resumed flow takes the tiled route (in core a run keeps "
-                         "no steps to resume)")
-    chosen = "tiled" if resume else flow_route(shape, route, memory_bytes, be)
-    if (chosen == "in-core" and route == "auto" and not filled
-            and fill_route(shape, be) != "in-core"):
-        chosen = "tiled"  # the in-core route fills in core too
     weights_tmp = None
     wall = {}
     z = None  # the elevations, when the ingest keeps them
@@ -244,6 +237,16 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                            overwrite=overwrite, resume=resume)
     if done := output.finished():
         return done
+    if output.steps_kept():  # the tiled route's, the only one that keeps steps
+        if route == "in-core":
+            raise InputError(f"{inp}: the interrupted run took the tiled route: a resumed "
+                             "run finishes it there")
+        chosen = "tiled"
+    else:
+        chosen = flow_route(shape, route, memory_bytes, be)
+        if (chosen == "in-core" and route == "auto" and not filled
+                and fill_route(shape, be) != "in-core"):
+            chosen = "tiled"  # the in-core route fills in core too
     # on a cluster (--scheduler, a batch's): reached before any work, which runs there (the
     # tiled route's ingest too; in core the flow is one task), as mst's and cost-distance's
     on_cluster = not runs_in_process(scheduler)

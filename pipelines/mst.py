@@ -41,7 +41,7 @@ from terrain.tiles.store import (create_layer, read_block, result_compressors, s
 from . import _plan as _plans
 from ._command import CommandOutput, open_input
 from .cluster import cluster_active
-from ._resume import data_identity, drop_checkpoints, run_key
+from ._resume import data_identity, drop_checkpoints, run_key, steps_kept
 from .mst_input import (IO_THREADS, GridRejected, HeldGrid, device_text_fits, held_get,
                         held_put, held_wait, hold, load_grid, shard_runs)
 
@@ -106,7 +106,8 @@ def mst_route(spec, be, text=False, scheduler=None, in_core="auto", resume=False
         "auto" takes the in-core route when the grid fits; "groups" forces super-tiles (on
         the CPU: shard-sized ones, for the tests); False forces tile batches.
     resume : bool
-        ``--resume`` runs the task graph (its checkpoints).
+        A resumed run's partial output holds an interrupted run's steps: the task graph
+        (whose checkpoints they are) finishes them.
     free : int, optional
         Free bytes of the device; None: asked of it.
     cluster_active : bool
@@ -441,15 +442,15 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
                        tuple(float(c) for c in grid.cellsize))
     except InputError as e:
         raise InputError(f"{inp}: {e}") from None
-    route = mst_route(spec, be, isinstance(grid.raster, AsciiGrid), scheduler, in_core,
-                      resume, cluster_active=cluster_active())
-    key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
+    key = _run_key(inp, spec)
 
     def stage_geotiff(store):
         write_geotiff(store, staged_path(geotiff), cog=cog, shown=geotiff)
         return str(geotiff)
     output = CommandOutput(out, key, "mst", geotiffs=[geotiff] if geotiff else [],
                            write_geotiffs=stage_geotiff, overwrite=overwrite, resume=resume)
+    route = mst_route(spec, be, isinstance(grid.raster, AsciiGrid), scheduler, in_core,
+                      output.steps_kept(), cluster_active=cluster_active())
     if done := output.finished():
         return done
     source = inp if grid.from_store else grid.raster
@@ -598,6 +599,11 @@ def _format_summary(s):
       + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
 
 
+def _run_key(inp, spec):
+    """The run's key (:func:`pipelines._resume.run_key`): its partial output's name."""
+    return run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
+
+
 def mst_command(args):
     """``terrain mst INPUT [-o OUT.zarr] [--tile N] [--connectivity 4|8] [--weight W] ...``."""
     if getattr(args, "dry_run", False):
@@ -625,11 +631,13 @@ def _plan(plan, grid, args, inp, out):
     be = get_backend(args.backend)
     text = isinstance(grid.raster, AsciiGrid)
     free = be.free_bytes()
+    key = _run_key(inp, spec)
     route = mst_route(spec, be, text, scheduler, "auto",
-                      getattr(args, "resume", False), free, cluster_active())
+                      getattr(args, "resume", False) and steps_kept(out, key), free,
+                      cluster_active())
     tasks = 0
     if route.graph and not route.device_text:
-        partial = partial_path(out, run_key("mst", [inp], spec, data_identity(inp)))
+        partial = partial_path(out, key)
         upstream = None
         if not grid.from_store:
             from .ingest import build_ingest_graph

@@ -13,6 +13,7 @@ from cli import child_env, run_killed, run_main
 from grids import write_asc
 from oracles import priority_flood
 from pipelines.fill import run_fill
+from terrain.errors import InputError
 from terrain.hydrology import fill_depressions
 
 LAYERS = ("filled", "depth", "depression")
@@ -190,7 +191,6 @@ def test_options_refused_out_of_core(tmp_path):
     """The Python API's refusal names the parameters (min_depth), not the command line's flags
     (--min-depth: test_tiled_refusal_says_what_it_supports), and says which they are."""
     asc, z = _asc(tmp_path, _dem(8, (10, 10)))
-    from terrain.errors import InputError
     with pytest.raises(InputError, match="tiled route was asked.*: epsilon, min_depth need "
                                          "the in-core route") as e:
         run_fill(asc, tmp_path / "f.zarr", epsilon=True, min_depth=1, in_core=False)
@@ -333,6 +333,14 @@ fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
     side = store_mod.SHARD_TARGET_SIDE
     store_mod.SHARD_TARGET_SIDE = 16
     try:
+        # its steps are the tiled route's: in core, or an option of in core alone, refused
+        # with the partial kept
+        for asked, said in ((dict(in_core=True), "took the tiled route: a resumed run"),
+                            (dict(epsilon=True, in_core="auto"),
+                             "took the tiled route, and the tiled fill")):
+            with pytest.raises(InputError, match=said):
+                run_fill(asc, tmp_path / "f.zarr", resume=True, **{**args, **asked})
+            assert partial.is_dir()
         s = run_fill(asc, tmp_path / "f.zarr", resume=True, **args)
         fresh = run_fill(asc, tmp_path / "g.zarr", **args)
     finally:
@@ -384,12 +392,22 @@ def test_a_damaged_checkpoint_is_run_again_with_every_later_step(tmp_path, damag
         assert a[name][...].tobytes() == b[name][...].tobytes(), name
 
 
-def test_a_resumed_fill_is_not_in_core(tmp_path, capsys):
+def test_a_resume_without_kept_steps_runs_as_a_fresh_run(tmp_path, capsys):
+    """``--resume`` took the tiled route whatever it found: with in core asked it was
+    refused, and an option of the in-core route alone (``--epsilon``) with it, though no
+    interrupted run had left steps to finish (one killed in core keeps none). It runs as a
+    fresh run does, on its route, with its options."""
     asc, _ = _asc(tmp_path, _dem(7, (20, 20)))
-    rc, _, err = run_main(capsys, "fill", asc, "-o", tmp_path / "f.zarr", "--route", "in-core",
-                          "--resume")
-    assert rc == 2 and "a resumed fill takes the tiled route" in err
-    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.zarr").exists()
+    for name, extra in (("plain", []), ("asked", ["--route", "in-core", "--resume"]),
+                        ("eps", ["--epsilon"]), ("eps-resumed", ["--epsilon", "--resume"])):
+        rc, out, err = run_main(capsys, "fill", asc, "-o", tmp_path / f"{name}.zarr", "--json",
+                                *extra)
+        assert rc == 0 and json.loads(out)["route"] == "in-core", err
+    for a, b in (("plain", "asked"), ("eps", "eps-resumed")):
+        ga = zarr.open_group(str(tmp_path / f"{a}.zarr"), mode="r")
+        gb = zarr.open_group(str(tmp_path / f"{b}.zarr"), mode="r")
+        for name in ("filled", "depth", "depression"):
+            assert ga[name][...].tobytes() == gb[name][...].tobytes(), (b, name)
 
 
 def test_resuming_a_finished_output_says_there_is_nothing_to_resume(tmp_path, capsys):

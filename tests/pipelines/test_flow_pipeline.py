@@ -335,6 +335,11 @@ def test_a_killed_tiled_flow_resumes_to_the_same_store(tmp_path, capsys, killed_
     import terrain.tiles.store as store_mod
     side, store_mod.SHARD_TARGET_SIDE = store_mod.SHARD_TARGET_SIDE, 32
     try:
+        # its steps are the tiled route's: in core is refused, the partial kept
+        rc, _, err = run_main(capsys, *argv[:2], "--tile", "8", "-o", tmp_path / "f.zarr",
+                              "--route", "in-core", "--resume")
+        assert rc == 2 and "the interrupted run took the tiled route" in err, err
+        assert len(err.strip().splitlines()) == 1 and partial.is_dir()
         rc, out, err = run_main(capsys, *argv, "-o", tmp_path / "f.zarr", "--resume")
         assert rc == 0 and "resuming from" in err, err
         resumed = json.loads(out)
@@ -350,12 +355,31 @@ def test_a_killed_tiled_flow_resumes_to_the_same_store(tmp_path, capsys, killed_
         assert a[name].tobytes() == b[name].tobytes(), name
 
 
-def test_a_resumed_flow_is_not_in_core(tmp_path, capsys):
-    _, asc = _dem(tmp_path)
-    rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / "f.zarr", "--route", "in-core",
-                          "--resume")
-    assert rc == 2 and "a resumed flow takes the tiled route" in err
-    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.zarr").exists()
+def test_a_resume_without_kept_steps_takes_a_fresh_runs_route(tmp_path, capsys, monkeypatch):
+    """``--resume`` took the tiled route whatever it found, and the tiled route adds a
+    weighted accumulation's sums in another order than in core: a weighted flow resumed
+    where no steps were kept (a run killed in core, or none) differed from the uninterrupted
+    run in its last bits. It takes the route a fresh run takes; in core asked, it runs there."""
+    import terrain.tiles.store as store_mod
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)  # several groups when tiled
+    z, asc = _dem(tmp_path, seed=5, shape=(100, 90))
+    w = np.round(np.random.default_rng(2).random(z.shape), 3).astype(np.float32)  # as written
+    wasc = write_asc(tmp_path / "rain.asc", np.where(np.isnan(z), np.nan, w))
+    runs = {}
+    for name, extra in (("plain", []), ("resumed", ["--resume"]),
+                        ("asked", ["--resume", "--route", "in-core"])):
+        rc, out, err = run_main(capsys, "flow", asc, "-o", tmp_path / f"{name}.zarr",
+                                "--weights", wasc, "--tile", "8", "--json", *extra,
+                                scheduler="threads")
+        assert rc == 0, err
+        runs[name] = json.loads(out)["route"], _layers(tmp_path / f"{name}.zarr")
+    assert {route for route, _ in runs.values()} == {"in-core"}
+    for name in ("resumed", "asked"):
+        for layer, a in runs["plain"][1].items():
+            assert a.tobytes() == runs[name][1][layer].tobytes(), (name, layer)
+    d = flow_directions(runs["plain"][1]["filled"], (10.0, 10.0), backend="cpu").direction
+    wv = np.where(np.isnan(z), np.nan, w).astype(np.float64)
+    np.testing.assert_array_equal(runs["plain"][1]["accumulation"], flow_accumulation(d, wv))
 
 
 def test_each_route_writes_its_codecs(tmp_path, capsys):
