@@ -678,13 +678,16 @@ def join_negative_values(argv):
     return out
 
 
-def _stopped(signal):
-    """The one line and exit status of a run stopped by Ctrl-C or SIGTERM."""
+def _stopped(stop):
+    """The one line and exit status (128 + the signal's number) of a run stopped by Ctrl-C,
+    SIGTERM or SIGHUP."""
+    import signal
     # late failures of cancelled tasks are not news ("Task exception was never retrieved")
     logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
-    interrupted = isinstance(signal, KeyboardInterrupt)
-    print(f"terrain: {'interrupted' if interrupted else 'terminated'}", file=sys.stderr)
-    return 130 if interrupted else 143
+    signum = signal.SIGINT if isinstance(stop, KeyboardInterrupt) else stop.signum
+    said = {signal.SIGINT: "interrupted", signal.SIGHUP: "hung up"}.get(signum, "terminated")
+    print(f"terrain: {said}", file=sys.stderr)
+    return 128 + signum
 
 
 def main(argv=None):

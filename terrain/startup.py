@@ -2,7 +2,8 @@
 
 What a terrain process does to itself around its work; nothing here changes a result:
 
-* signals: :func:`terminate_raises` turns SIGTERM into :class:`Terminated`, so every
+* signals: :func:`terminate_raises` turns SIGTERM (and SIGHUP, the terminal or the batch
+  system gone, unless ignored) into :class:`Terminated`, so every
   ``finally`` and :func:`terrain.io.outputs.atomic_output` clean-up runs as for Ctrl-C, and
   :func:`raise_if_stopped` raises a stop whose exception a callback from C dropped;
   :func:`signals_held` keeps both out of the renames that put an output in place (and
@@ -34,8 +35,23 @@ __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_thr
 
 
 class Terminated(BaseException):
-    """SIGTERM arrived (a BaseException, like KeyboardInterrupt: ``except Exception``
-    blocks do not swallow it)."""
+    """SIGTERM or SIGHUP arrived (``signum``; a BaseException, like KeyboardInterrupt:
+    ``except Exception`` blocks do not swallow it)."""
+
+    def __init__(self, signum=signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stops():
+    """The signals that stop a run: SIGINT, SIGTERM and SIGHUP, unless the process was
+    started with SIGHUP ignored (``nohup``: the run goes on after its terminal is gone)."""
+    hangup = signal.getsignal(signal.SIGHUP) != signal.SIG_IGN
+    return (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hangup else ())
+
+
+def _stop_exception(signum):
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
 
 #: the stop signals received within :func:`terminate_raises`, in order: the exception a
@@ -47,23 +63,23 @@ _received = []
 
 def _raise_stop(signum, frame):
     _received.append(signum)
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    raise _stop_exception(signum)
 
 
 def raise_if_stopped():
     """Raise the first stop signal received within :func:`terminate_raises` (none outside
     it): for one whose exception a callback from C dropped."""
     if _received:
-        raise Terminated() if _received[0] == signal.SIGTERM else KeyboardInterrupt()
+        raise _stop_exception(_received[0])
 
 
 @contextlib.contextmanager
 def terminate_raises():
-    """Within the block, SIGTERM raises :class:`Terminated` in the main thread and SIGINT
-    KeyboardInterrupt, as Python's own handler does; both are recorded
+    """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread and
+    SIGINT KeyboardInterrupt, as Python's own handler does; each is recorded
     (:func:`raise_if_stopped`)."""
     try:
-        previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, _raise_stop) for s in _stops()}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
@@ -78,8 +94,8 @@ def terminate_raises():
 
 @contextlib.contextmanager
 def signals_held():
-    """Within the block, SIGINT and SIGTERM are recorded, not raised: the block yields the
-    list of their names (``"interrupt"``, ``"SIGTERM"``) as they arrive, and the caller,
+    """Within the block, SIGINT, SIGTERM and SIGHUP are recorded, not raised: the block
+    yields the list of their names (``"interrupt"``, ``"SIGTERM"``) as they arrive, and the caller,
     whose block ran to its end, says what came. For steps that must not stop halfway (an
     output's renames into place); outside the main thread signals are left alone.
 
@@ -91,10 +107,10 @@ def signals_held():
     came = []
 
     def hold(signum, frame):
-        came.append("interrupt" if signum == signal.SIGINT else "SIGTERM")
+        came.append("interrupt" if signum == signal.SIGINT else signal.Signals(signum).name)
 
     try:
-        previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, hold) for s in _stops()}
     except ValueError:  # not the main thread
         yield came
         return
@@ -109,7 +125,8 @@ def raise_held(came):
     """Raise the first stop :func:`signals_held` held (``came``), if any: for a step that
     must not stop halfway, after which the run stops."""
     if came:
-        raise KeyboardInterrupt if came[0] == "interrupt" else Terminated()
+        raise _stop_exception(signal.SIGINT if came[0] == "interrupt"
+                              else signal.Signals[came[0]])
 
 
 MALLOC_ARENAS = 8

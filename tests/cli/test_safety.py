@@ -177,12 +177,15 @@ def big_grid(tmp_path_factory):
 
 def _start(argv, cwd):
     env = child_env()
-    # SIGINT as a terminal gives it: a test run started in the background by a non-interactive
-    # shell (nohup, `&` in a CI script) passes SIGINT ignored to its children, and a program
-    # started with SIGINT ignored rightly keeps ignoring it (Python and terrain do)
+    # SIGINT and SIGHUP as a terminal gives them: a test run started in the background by a
+    # non-interactive shell (nohup, `&` in a CI script) passes them ignored to its children,
+    # and a program started with SIGHUP ignored rightly keeps ignoring it (terrain does)
+    def as_a_terminal_gives_them():
+        for s in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
     return subprocess.Popen([sys.executable, "-m", "terrain.run", *map(str, argv)], cwd=cwd,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=as_a_terminal_gives_them)
 
 
 def _wait_for(pattern, folder, proc, timeout=90):
@@ -199,7 +202,8 @@ def _wait_for(pattern, folder, proc, timeout=90):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, status, word", [(signal.SIGTERM, 143, "terminated"),
-                                               (signal.SIGINT, 130, "interrupted")])
+                                               (signal.SIGINT, 130, "interrupted"),
+                                               (signal.SIGHUP, 129, "hung up")])
 def test_signal_mid_run_cleans_up(tmp_path, big_grid, sig, status, word):
     proc = _start(["mst", big_grid, "-o", "m.zarr", "--tile", "256", "--backend", "cpu"], tmp_path)
     _wait_for(".m.zarr.partial-*/.terrain-checkpoints/ingest-band-*", tmp_path, proc)
@@ -210,6 +214,28 @@ def test_signal_mid_run_cleans_up(tmp_path, big_grid, sig, status, word):
     lines = [x for x in err.strip().splitlines() if "Dask dashboard" not in x]
     assert lines == [f"terrain: {word}"], err
     assert os.listdir(tmp_path) == []
+
+
+def test_a_run_started_with_sighup_ignored_goes_on_after_it(tmp_path):
+    """``nohup terrain ...``: the hangup of the terminal it was started from is not a stop
+    (SIGHUP is a stop only where it was not ignored at the start)."""
+    from terrain.io import write_synth
+    write_synth(tmp_path / "d.asc", 64, 64, seed=3)
+    code = ("import os, signal, sys; from terrain.run import main; "
+            "signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+            "import terrain.startup as st; real = st.terminate_raises\n"
+            "import contextlib\n"
+            "@contextlib.contextmanager\n"
+            "def hung_up_inside():\n"
+            "    with real():\n"
+            "        os.kill(os.getpid(), signal.SIGHUP)\n"
+            "        yield\n"
+            "import terrain.run as run; run.terminate_raises = hung_up_inside\n"
+            "sys.exit(main(['fill', 'd.asc', '-o', 'f.zarr']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "hung up" not in proc.stderr, proc.stderr
+    assert (tmp_path / "f.zarr").is_dir()
 
 
 @pytest.mark.slow
