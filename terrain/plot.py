@@ -216,9 +216,13 @@ class _Map:
 
 
 def _savefig(fig, path, dpi, format):
-    """``fig`` written to ``path`` in ``format``; JPEG has no transparency: on white."""
-    fig.savefig(path, dpi=dpi, format=format,
-                **({"facecolor": "white"} if format == "jpeg" else {}))
+    """``fig`` written to ``path`` in ``format``; JPEG has no transparency: on white. An SVG's
+    clip paths are named from their contents, not at random, so that two runs write the
+    same bytes (PDF and SVG record their date: ``SOURCE_DATE_EPOCH`` pins it)."""
+    import matplotlib
+    with matplotlib.rc_context({"svg.hashsalt": "terrain"}):
+        fig.savefig(path, dpi=dpi, format=format,
+                    **({"facecolor": "white"} if format == "jpeg" else {}))
 
 
 def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,

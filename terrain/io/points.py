@@ -12,7 +12,9 @@ through pyogrio (GDAL's vector drivers).
 (2.5, 7.5)
 """
 
+import contextlib
 import csv
+import datetime
 import errno
 import json
 import math
@@ -507,6 +509,26 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
     Path(target).write_text(json.dumps({"type": "FeatureCollection", "features": features}))
 
 
+@contextlib.contextmanager
+def _gpkg_date():
+    """A GeoPackage records when it was written (``gpkg_contents.last_change``), so two runs
+    of one job write other bytes: with ``SOURCE_DATE_EPOCH`` set (the reproducible-builds
+    convention, which GDAL does not read) that time instead, for outputs identical byte for
+    byte (GDAL's ``OGR_CURRENT_DATE``, restored after)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch.isdigit():
+        yield
+        return
+    import pyogrio
+    when = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc)
+    before = pyogrio.get_gdal_config_option("OGR_CURRENT_DATE")
+    pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": when.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    try:
+        yield
+    finally:
+        pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": before})
+
+
 def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown, types=None):
     """:func:`write_paths` through OGR (pyogrio): WKB LineStrings, one field a property."""
     import pyogrio.raw
@@ -530,9 +552,9 @@ def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown, types
     suffix = next(k for k, v in LINE_FORMATS.items() if v == driver)
     named = target if target.suffix.lower() == suffix else target.with_name(target.name + suffix)
     try:
-        with warnings.catch_warnings():  # a grid without a CRS has none to give (the
-            warnings.filterwarnings("ignore", "'crs' was not provided")  # summary says so)
-            pyogrio.raw.write(str(named), geometry, fields, names, driver=driver,
+        with warnings.catch_warnings(), _gpkg_date():  # a grid without a CRS has none to
+            warnings.filterwarnings("ignore", "'crs' was not provided")  # give (the summary
+            pyogrio.raw.write(str(named), geometry, fields, names, driver=driver,  # says so)
                               layer=layer, geometry_type="LineString", crs=crs or None,
                               layer_options=options)
             # read back whole: FlatGeobuf's writer drops a failed write (a full disk) and

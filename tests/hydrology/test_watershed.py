@@ -1,6 +1,7 @@
 """Watersheds and stream links against path walking and a networkx Strahler order; the
 commands' GeoTIFF, GeoJSON (RFC 7946 lon/lat) and GeoPackage (the DEM's CRS) outputs."""
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -85,6 +86,23 @@ def utm_flow(tmp_path, capsys):
                           scheduler="threads")
     assert rc == 0, err
     return tmp_path / "f.zarr"
+
+
+def test_a_geopackage_of_two_runs_is_the_same_bytes_with_source_date_epoch(
+        utm_flow, tmp_path, capsys, monkeypatch):
+    """A GeoPackage records when it was written: two runs of one job differed in those bytes
+    alone; ``SOURCE_DATE_EPOCH`` (the reproducible-builds convention) now pins that time,
+    as it pins a PDF's or SVG's date."""
+    import sqlite3
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "946684800")  # 2000-01-01
+    for name in ("a", "b"):
+        rc, _, err = run_main(capsys, "streams", utm_flow, "--threshold", "20", "-o",
+                              tmp_path / f"{name}.gpkg", scheduler=None)
+        assert rc == 0, err
+    assert (tmp_path / "a.gpkg").read_bytes() == (tmp_path / "b.gpkg").read_bytes()
+    with contextlib.closing(sqlite3.connect(tmp_path / "a.gpkg")) as db:
+        (when,) = db.execute("select last_change from gpkg_contents").fetchone()
+    assert when.startswith("2000-01-01T00:00:00")
 
 
 def test_streams_geojson_is_lon_lat_and_geopackage_keeps_the_crs(utm_flow, tmp_path, capsys):

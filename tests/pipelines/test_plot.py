@@ -148,6 +148,17 @@ def test_the_picture_is_what_its_name_says(mst_out, tmp_path, capsys, name, magi
     assert (tmp_path / name).read_bytes()[:len(magic)] == magic
 
 
+def test_an_svg_of_two_runs_is_the_same_bytes(mst_out, tmp_path, capsys, monkeypatch):
+    """Its clip paths were named at random: two runs of one plot wrote other bytes (the
+    date: ``SOURCE_DATE_EPOCH``, as matplotlib reads it)."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "946684800")
+    for name in ("a", "b"):
+        rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / f"{name}.svg",
+                              "--size", "200x150", scheduler=None)
+        assert rc == 0, err
+    assert (tmp_path / "a.svg").read_bytes() == (tmp_path / "b.svg").read_bytes()
+
+
 def test_an_unknown_picture_format_is_refused(mst_out, tmp_path, capsys):
     rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.bmpx", scheduler=None)
     assert rc == 2 and err.startswith(f"terrain: {tmp_path / 'p.bmpx'}: a picture's name ends "
