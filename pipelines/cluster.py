@@ -205,7 +205,7 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         task_stop = native.TaskStop()
         # a stop inside LocalCluster's start left its scheduler listening (on the dashboard's
         # port) for the rest of the process: the stop waits for the start, then closes it
-        with signals_held() as came:
+        with signals_held() as came, _cluster_start_refused():
             with dask.config.set(IN_PROCESS_CONFIG):
                 cluster = LocalCluster(n_workers=1, processes=False,
                                        threads_per_worker=nthreads,
@@ -244,6 +244,23 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         # (a notebook's, a service's) goes on
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+@contextlib.contextmanager
+def _cluster_start_refused():
+    """The in-process cluster's start failing on this machine (its scratch folder, Dask's
+    ``temporary-directory`` or ``DASK_TEMPORARY_DIRECTORY``, missing or not writable): one
+    :class:`InputError` naming what failed, not distributed's traceback."""
+    try:
+        yield
+    except RuntimeError as e:
+        if not str(e).startswith("Cluster failed to start"):
+            raise
+        import dask
+        scratch = dask.config.get("temporary-directory", None)
+        where = f" (Dask's temporary directory: {scratch})" if scratch else ""
+        raise InputError(f"the in-process Dask cluster did not start: "
+                         f"{_first_line(e.__cause__ or e)}{where}") from None
 
 
 def _drop_leftover_errors(*owners):

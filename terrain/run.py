@@ -723,7 +723,7 @@ def main(argv=None):
     except MemoryError as e:
         # the host's, or the device's (CuPy's OutOfMemoryError is one): the outputs' partials
         # are gone (atomic_output), and a traceback would say no more than its message
-        print(f"terrain: out of memory: {e or 'an allocation failed'}", file=sys.stderr)
+        print(f"terrain: out of memory: {str(e) or 'an allocation failed'}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Terminated) as e:
         return _stopped(e)
@@ -748,6 +748,22 @@ def main(argv=None):
         # the reader went away (`terrain info STORE | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:
+        # the summary's file full (`> log` on a full disk or quota): an output's own writes
+        # say their file (atomic_output), so a full disk without a name is the summary's
+        from .io.outputs import DISK_FULL
+        if e.filename is not None or e.errno not in DISK_FULL:
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"terrain: writing standard output: {e.strerror}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:
+        # a process limit (ulimit -u) or too little memory for another thread's stack
+        if "can't start new thread" not in str(e):
+            raise
+        print("terrain: cannot start a thread (the process's limit of processes and threads, "
+              "ulimit -u, or its memory)", file=sys.stderr)
+        return 2
     except Exception as e:
         # an object store's client that cannot reach its endpoint or finds no credentials
         # (botocore's, on this machine or a worker): what to fix is in its message

@@ -222,6 +222,41 @@ def test_out_of_memory_is_one_line_and_leaves_nothing(tmp_path, dem, monkeypatch
     assert list(out.iterdir()) == []
 
 
+@pytest.mark.parametrize("raised, said", [
+    # an allocation's MemoryError without a message (an address-space limit, prlimit --as)
+    (MemoryError(), "terrain: out of memory: an allocation failed"),
+    # a process limit (ulimit -u) or too little memory for a thread's stack
+    (RuntimeError("can't start new thread"), "terrain: cannot start a thread (the process's "
+     "limit of processes and threads, ulimit -u, or its memory)")])
+def test_a_limit_of_the_process_is_one_line_and_leaves_nothing(tmp_path, dem, monkeypatch,
+                                                               capsys, raised, said):
+    """Said 'out of memory: ' with nothing after it, or a traceback."""
+    import pipelines.fill
+    from terrain.run import main
+
+    def limited(*args, **kwargs):
+        raise raised
+    monkeypatch.setattr(pipelines.fill, "fill_depressions", limited)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["fill", str(dem), "-o", str(out / "f.zarr")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [said]
+    assert list(out.iterdir()) == []
+
+
+def test_a_full_standard_output_is_one_line_after_the_outputs(tmp_path, dem):
+    """``terrain mst g.asc > log`` with the log's disk full: a traceback and exit 1 after
+    the store was written; one line, status 2, the store in place."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(dem), "-o",
+                               "m.zarr", *SYNC], cwd=tmp_path, env=child_env(), stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "terrain: writing standard output: No space left on device"]
+    assert (tmp_path / "m.zarr" / "zarr.json").is_file()
+
+
 def test_an_interrupt_inside_a_compiled_kernel_is_one_line(tmp_path, dem, monkeypatch, capsys):
     """Ctrl-C while a Numba kernel runs in the main thread (the synchronous scheduler's
     tasks) reaches Python as a SystemError whose causes lead to the KeyboardInterrupt: the

@@ -208,6 +208,23 @@ def test_a_closed_clusters_leftover_future_errors_are_not_logged(caplog):
     assert not [r for r in caplog.records if r.name == "asyncio"]
 
 
+def test_a_cluster_that_cannot_start_is_one_error(tmp_path):
+    """Dask's scratch folder unusable (``DASK_TEMPORARY_DIRECTORY`` under a file): a
+    56-line traceback from distributed's start; one error naming the folder."""
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    from pipelines.cluster import cluster_active, open_scheduler
+    from terrain.errors import InputError
+    (tmp_path / "file").write_text("")
+    scratch = str(tmp_path / "file" / "scratch")
+    with dask.config.set({"temporary-directory": scratch}):
+        with pytest.raises(InputError, match=f"the in-process Dask cluster did not start: "
+                                             f".*Dask's temporary directory: {scratch}"):
+            with open_scheduler("local", quiet=True):
+                pytest.fail("the block ran")
+    assert not cluster_active()
+
+
 def test_a_stop_while_the_cluster_starts_closes_it(monkeypatch):
     """Ctrl-C inside LocalCluster's start left its scheduler listening for the rest of the
     process; the stop now waits for the start, closes the cluster and is raised."""
