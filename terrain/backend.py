@@ -162,7 +162,8 @@ class Backend:
 
         # the architecture (uname's machine): platform.processor() runs `uname -p` in a
         # child process on Linux, 8 ms of CPU in every CPU run's summary, for the same word
-        return f"CPU {platform.machine()} x{os.cpu_count()}"
+        from . import native  # the CPUs this process may use (taskset), as its kernels
+        return f"CPU {platform.machine()} x{native.threads()}"
 
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[^\n]*$', re.M)

@@ -1,6 +1,7 @@
 """Backend switch, atomic outputs, Morton codes, the CLI's usage errors."""
 
 import importlib
+import os
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from backends import assert_backends_identical, assert_identical
+from cli import child_env
 from terrain.io.outputs import atomic_output
 from terrain.backend import count_nonzero, get_backend, gpu_available, nanmax
 from terrain.errors import InputError
@@ -215,3 +217,15 @@ def test_every_name_a_stub_exports_exists(package):
     name left there by a removal would import fine and fail on first use."""
     mod = importlib.import_module(package)
     assert [name for name in mod.__all__ if not hasattr(mod, name)] == []
+
+
+def test_the_cpu_device_counts_the_cpus_the_process_may_use():
+    """The summary's ``device`` said the machine's cores under ``taskset -c 0``, where the
+    kernels run on one."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU here")
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from terrain.backend import get_backend; print(get_backend('cpu').device_name())")
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith(" x1"), proc
