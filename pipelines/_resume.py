@@ -72,7 +72,8 @@ def data_identity(inp):
         for name in sorted(files):
             p = os.path.join(root, name)
             st = os.stat(p)
-            h.update(f"{os.path.relpath(p, inp)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(os.fsencode(os.path.relpath(p, inp)))  # str.encode refuses a non-UTF-8 name
+            h.update(f"\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 

@@ -17,6 +17,7 @@ import csv
 import glob
 import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -193,7 +194,7 @@ def _is_manifest(path):
 
 def _read_manifest(path):
     out = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in path.read_text(errors="surrogateescape").splitlines():
         text = line.split("#", 1)[0].strip()
         if text:
             p = Path(text)
@@ -250,7 +251,7 @@ def _output_names(files, outdir, suffix):
         return [folded.count(n) for n in folded]
 
     def hashed(f):
-        return f"{f.stem}-{hashlib.sha256(str(real_path(f)).encode()).hexdigest()[:8]}"
+        return f"{f.stem}-{hashlib.sha256(os.fsencode(real_path(f))).hexdigest()[:8]}"
 
     stems, names = [f.stem for f in files], [f.name for f in files]
     bases = [f.stem if n_stem == 1 else f.name if n_name == 1 else hashed(f)
@@ -263,7 +264,9 @@ def _output_names(files, outdir, suffix):
 
 def _write_manifest(outdir, command, rows, earlier=()):
     """``manifest.json`` (this batch's rows and the ``earlier`` batches' whose outputs remain)
-    and ``manifest.csv`` (this batch's)."""
+    and ``manifest.csv`` (this batch's). A name whose bytes are not UTF-8 is in the CSV as
+    those bytes, in the JSON as its surrogate escapes (``"\\udce9"``, which JSON readers
+    take back as Python does)."""
     doc = {"command": command, "files": rows}
     if earlier:
         doc["earlier"] = list(earlier)
@@ -274,7 +277,7 @@ def _write_manifest(outdir, command, rows, earlier=()):
     for name, body in (("manifest.json", json.dumps(doc, indent=2) + "\n"),
                        ("manifest.csv", text.getvalue())):
         with atomic_output(outdir / name, overwrite=True, notify=lambda message: None) as tmp:
-            tmp.write_text(body)
+            tmp.write_text(body, errors="surrogateescape")
 
 
 def _check_manifests(outdir, overwrite):
@@ -286,7 +289,7 @@ def _check_manifests(outdir, overwrite):
         if overwrite or not path.is_file():
             continue
         try:
-            text = path.read_text()
+            text = path.read_text(errors="surrogateescape")
             ours = (isinstance(doc := json.loads(text), dict) and "command" in doc
                     and isinstance(doc.get("files"), list)) if name.endswith(".json") else \
                 text.splitlines()[:1] == [",".join(FIELDS)]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .outputs import DISK_FULL, atomic_output, disk_full_reason, staged_path
+from .outputs import DISK_FULL, atomic_output, disk_full_reason, gdal_path, staged_path
 from .. import native
 from ..errors import InputError
 from ..startup import trim_free_memory
@@ -359,18 +359,19 @@ def _write_one(p, tmp, cog, threads):
         profile["crs"] = p["crs"]
     if p["nodata"] is not None:
         profile["nodata"] = p["nodata"]
-    if not cog:
-        _write_windows(p, tmp, {**profile, "compress": "ZSTD", "ZSTD_LEVEL": 1,
-                                "NUM_THREADS": str(threads)}, [])
-        return
-    stage = tmp.with_name(tmp.name + ".stage.tif")
-    factors = overview_factors((rows, cols))
-    try:
-        _write_windows(p, stage, profile, factors)
-        _copy(stage, tmp, factors, threads)
-    finally:
-        if stage.exists():
-            os.unlink(stage)
+    with gdal_path(tmp) as named:
+        if not cog:
+            _write_windows(p, named, {**profile, "compress": "ZSTD", "ZSTD_LEVEL": 1,
+                                      "NUM_THREADS": str(threads)}, [])
+            return
+        stage = f"{named}.stage.tif"
+        factors = overview_factors((rows, cols))
+        try:
+            _write_windows(p, stage, profile, factors)
+            _copy(stage, named, factors, threads)
+        finally:
+            if os.path.exists(stage):
+                os.unlink(stage)
 
 
 def _write_windows(p, path, profile, factors):

@@ -40,7 +40,7 @@ __all__ = ["atomic_output", "CHECKPOINT_DIR", "finish_companions", "staged_path"
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
            "check_input_file", "check_store_name", "FILE_SUFFIXES", "disk_full_reason",
-           "format_bytes",
+           "format_bytes", "gdal_path",
            "OutputExists", "OtherRunsPartial", "same_file"]
 
 
@@ -384,8 +384,52 @@ def partial_path(target, key=None):
     """Where the output for ``target`` is written before its rename: ``.NAME.partial-KEY``."""
     target = Path(target)
     if key is None:
-        key = hashlib.sha256(str(real_path(target)).encode()).hexdigest()
+        key = hashlib.sha256(os.fsencode(real_path(target))).hexdigest()
     return target.with_name(f".{target.name}.partial-{str(key)[:16]}")
+
+
+@contextlib.contextmanager
+def gdal_path(path):
+    """A name of ``path`` for GDAL (rasterio, pyogrio), which takes a path only as text
+    encoded as UTF-8: ``path`` itself when its bytes are UTF-8; else (bytes of another
+    encoding, which Python carries as surrogate escapes, ``'\\udce9'``) the file is made under
+    a UTF-8 name in its folder, reached through the folder held open (``/proc/self/fd/N``),
+    and renamed to its own when the block ends without error; removed when it fails.
+
+    >>> with gdal_path("/tmp/out.tif") as p:
+    ...     p
+    '/tmp/out.tif'
+    """
+    path = Path(path)
+    if not _surrogates(str(path)) or not os.path.isdir("/proc/self/fd"):
+        yield str(path)  # no /proc: macOS, whose file names are all UTF-8
+        return
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        base = f"/proc/self/fd/{folder}" if _surrogates(str(path.parent)) else str(path.parent)
+        name = path.name
+        if _surrogates(name):  # escaped: every character UTF-8, the suffix GDAL goes by kept
+            name = os.fsencode(name).decode("utf-8", "backslashreplace")
+        try:
+            yield f"{base}/{name}"
+        except BaseException:
+            if name != path.name:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=folder)
+            raise
+        if name != path.name:
+            os.replace(name, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
+def _surrogates(text):
+    """Does ``text`` hold bytes that are not UTF-8 (surrogate escapes)?"""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def stale_partials(target):
@@ -551,7 +595,8 @@ def code_identity():
                 if name.endswith((".py", ".c", ".cu", ".cuh", ".h")):
                     st = os.stat(os.path.join(folder, name))
                     rel = os.path.relpath(os.path.join(folder, name), library.parent)
-                    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                    h.update(os.fsencode(rel))  # str.encode refuses a non-UTF-8 name
+                    h.update(f"\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 

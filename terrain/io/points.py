@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, where
-from .outputs import disk_full_reason
+from .outputs import disk_full_reason, gdal_path
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "point_cells", "raster_source_cells",
            "write_paths", "path_format", "ogr_lines", "geojson_crs", "reproject_points",
@@ -552,14 +552,15 @@ def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown, types
     suffix = next(k for k, v in LINE_FORMATS.items() if v == driver)
     named = target if target.suffix.lower() == suffix else target.with_name(target.name + suffix)
     try:
-        with warnings.catch_warnings(), _gpkg_date():  # a grid without a CRS has none to
-            warnings.filterwarnings("ignore", "'crs' was not provided")  # give (the summary
-            pyogrio.raw.write(str(named), geometry, fields, names, driver=driver,  # says so)
+        with warnings.catch_warnings(), _gpkg_date(), gdal_path(named) as path:
+            # a grid without a CRS has none to give (the summary says so)
+            warnings.filterwarnings("ignore", "'crs' was not provided")
+            pyogrio.raw.write(path, geometry, fields, names, driver=driver,
                               layer=layer, geometry_type="LineString", crs=crs or None,
                               layer_options=options)
             # read back whole: FlatGeobuf's writer drops a failed write (a full disk) and
             # reports nothing, which left a truncated file that no reader opens
-            written = len(pyogrio.raw.read(str(named), columns=[])[2])
+            written = len(pyogrio.raw.read(path, columns=[])[2])
         if written != len(lines):
             raise InputError(f"{shown}: {written} of {len(lines)} lines read back from the "
                              f"{driver} written; nothing written")
