@@ -239,12 +239,18 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None)
                                     for p, t in zip(prepared, tmps)]:
                             fut.result()
             except Exception as e:
-                full = disk_full_reason(e, folders[0])
+                # a file grown to the file size limit says why, though GDAL's error does not
+                full = disk_full_reason(e, folders[0],
+                                        written=tmps + [_stage_of(t) for t in tmps])
                 if full:
                     held.drop = tuple(os.strerror(n) for n in DISK_FULL)
                     raise InputError(f"{named}: {full} while writing the GeoTIFFs; "
                                      "nothing written") from None
                 raise
+            finally:
+                for t in tmps:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(_stage_of(t))
     except BaseException:
         for f in reversed(made):
             shutil.rmtree(f, ignore_errors=True)
@@ -369,9 +375,18 @@ def _write_one(p, tmp, cog, threads):
         try:
             _write_windows(p, stage, profile, factors)
             _copy(stage, named, factors, threads)
-        finally:
-            if os.path.exists(stage):
+        except BaseException:
+            # a failed stage stays until write_geotiffs has judged its size, then goes;
+            # one under gdal_path's other name goes now
+            if stage != str(_stage_of(tmp)) and os.path.exists(stage):
                 os.unlink(stage)
+            raise
+        os.unlink(stage)
+
+
+def _stage_of(tmp):
+    """The uncompressed stage of the COG ``tmp``, beside it."""
+    return tmp.with_name(tmp.name + ".stage.tif")
 
 
 def _write_windows(p, path, profile, factors):

@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -551,10 +552,13 @@ def format_bytes(n):
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def disk_full_reason(error, folder):
+def disk_full_reason(error, folder, written=()):
     """The strerror of a full disk, quota or file size limit that ``error`` (or its causes)
-    says, or that a folder with less than 1 MiB free implies; else None: what a library's
+    says, that a folder with less than 1 MiB free implies, or that one of the files
+    ``written`` grown to the process's file size limit implies; else None: what a library's
     own error (GDAL's, through rasterio or pyogrio) means when it names no errno."""
+    if _at_file_size_limit(written):
+        return os.strerror(errno.EFBIG)
     seen = error
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in DISK_FULL:
@@ -572,6 +576,22 @@ def disk_full_reason(error, folder):
     except OSError:
         pass
     return None
+
+
+def _at_file_size_limit(paths):
+    """Has one of ``paths`` reached the process's file size limit (``RLIMIT_FSIZE``)? A
+    write there fails with EFBIG (Python ignores SIGXFSZ), which GDAL reports without the
+    errno (libtiff's "Write error at scanline 0")."""
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit == resource.RLIM_INFINITY:
+        return False
+    for path in paths:
+        try:
+            if os.stat(path).st_size >= limit:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 #: the root attribute of a store published with companions: the key of the run that made it

@@ -567,7 +567,7 @@ def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown, types
         if named != target:
             os.replace(named, target)
     except Exception as e:  # noqa: BLE001 - pyogrio's errors name no errno
-        full = disk_full_reason(e, named.parent)
+        full = disk_full_reason(e, named.parent, written=(named,))
         if full is not None:  # the output's own line (atomic_output), nothing published
             raise OSError(errno.ENOSPC, full) from None
         if isinstance(e, (InputError, OSError)):

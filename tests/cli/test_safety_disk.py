@@ -101,6 +101,41 @@ def test_file_size_limit_is_one_line(tmp_path, dem):
 GEOTIFF_COMMANDS = {"cost-distance": ["--source-cell", "3,3"], "fill": [], "flow": []}
 
 
+@pytest.fixture(scope="module")
+def dem_store(dem):
+    """``dem`` ingested, and its flow store: inputs whose outputs hold no copy of the
+    elevation, so that the GeoTIFFs are the largest files written."""
+    from terrain.run import main
+    for argv in (["ingest", dem, "-o", dem.with_name("g.zarr")],
+                 ["flow", dem, "-o", dem.with_name("f.zarr")]):
+        assert main([*map(str, argv), *SYNC]) == 0
+    return dem.with_name("g.zarr")
+
+
+#: GeoTIFF writers (terrain.io.geotiff): (argv in a folder ``o``, a file size limit under
+#: which the Zarr store fits and a GeoTIFF does not, what the error names)
+GEOTIFF_RUNS = {
+    "mst": (lambda g: ["mst", g, "-o", "o/m.zarr", "--geotiff", "o/m.tif", *SYNC], 300 << 10,
+            "o/m.tif"),
+    "watershed": (lambda g: ["watershed", g.with_name("f.zarr"), "--outlet-cell", "300,300",
+                             "-o", "o/w.tif"], 1 << 20, "o/w.tif"),
+    **{c: (lambda g, c=c: [c, g, "-o", "o/x.zarr", "--geotiff-dir", "o/tifs",
+                           *GEOTIFF_COMMANDS[c], *SYNC], 1536 << 10, "{cwd}/o/tifs")
+       for c in GEOTIFF_COMMANDS}}
+
+
+@pytest.mark.parametrize("command", sorted(GEOTIFF_RUNS))
+def test_geotiff_over_the_file_size_limit_is_one_line(tmp_path, dem_store, command):
+    """GDAL's error names no errno (libtiff's "Write error at scanline 0"), and rasterio's
+    traceback came with exit 1: the file written, grown to the limit, says why."""
+    argv, fsize, named = GEOTIFF_RUNS[command]
+    (tmp_path / "o").mkdir()
+    proc = _run(*argv(dem_store), cwd=tmp_path, fsize=fsize)
+    assert_one_line_error(proc, f"terrain: {named.format(cwd=tmp_path)}: File too large "
+                                "while writing the GeoTIFFs; nothing written")
+    assert os.listdir(tmp_path / "o") == []
+
+
 @pytest.mark.parametrize("command", sorted(GEOTIFF_COMMANDS))
 def test_geotiff_dir_on_a_full_disk_is_one_line_and_leaves_nothing(small, dem, command):
     """The store fits (on another disk), the GeoTIFFs do not: libtiff's own lines on stderr
@@ -335,6 +370,17 @@ def test_vector_lines_on_a_full_disk_keep_the_old_file(small, vector_sources, co
     assert_one_line_error(proc, f"terrain: {out}: No space left on device in {small}; "
                                 "nothing written")
     assert out.read_bytes() == good and sorted(os.listdir(small)) == ["ballast", out.name]
+
+
+@pytest.mark.parametrize("command", sorted(VECTOR_RUNS))
+def test_flatgeobuf_over_the_file_size_limit_is_one_line(tmp_path, vector_sources, command):
+    """OGR's error names no errno ("Unexpected I/O failure: writing feature"): the file
+    written, grown to the limit, says why."""
+    head, _, large = VECTOR_RUNS[command]
+    proc = _run(*head(vector_sources), *large, "-o", "lines.fgb", cwd=tmp_path, fsize=8 << 10)
+    assert_one_line_error(proc, f"terrain: lines.fgb: File too large in {tmp_path}; "
+                                "nothing written")
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("command", sorted(VECTOR_RUNS))
