@@ -2,7 +2,9 @@
 table (GPU twins in ``_tiled_gpu.py``): phase 1's boundary pairs, phase 3's seeded windows,
 the hierarchy's child-graph Dijkstras (dense, and paged for the top), the grid arcs between
 children and the backlinks. Every queue is the tournament tree of :mod:`terrain.grid._tournament`
-with keys ``(distance, allocation, hops)``.
+with keys ``(distance, allocation, hops)``. The ``parallel=True`` kernels are launched from a
+run's task threads at once: :func:`terrain.native.parallel_kernel` makes that safe under
+every Numba threading layer.
 """
 
 import numpy as np
@@ -78,6 +80,7 @@ def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
                 tt_lower(kd, ka, kh, win, v, nd, au, hu)
 
 
+@native.parallel_kernel
 @njit(cache=True, nogil=True, parallel=True)
 def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h, stop):
     """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j (of ``bidx``)
@@ -113,6 +116,7 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h, 
                 out_h[t, s, j] = lh[bidx[t, j]]
 
 
+@native.parallel_kernel
 @njit(cache=True, nogil=True, parallel=True)
 def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh, stop):
     """Seeded Dijkstra on a batch of windows: ``ld, la, lh`` (n, H*W) hold the seeds and
@@ -185,6 +189,7 @@ def graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
     return True
 
 
+@native.parallel_kernel
 @njit(cache=True, nogil=True, parallel=True)
 def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize, moff,
                      mat_d, mat_h, cptr, cdst, cw, out_d, out_h, stop):
@@ -252,6 +257,7 @@ def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
                     break
 
 
+@native.parallel_kernel
 @njit(cache=True, nogil=True, parallel=True)
 def backlinks_batch(z, f, inner, codes, model, lengths, ld, la, lh, out):
     """:func:`_backlinks` on a batch of windows (``z`` (n, H, W), labels (n, H*W))."""
@@ -270,6 +276,7 @@ def _vertex_at(r, c, C, order, sorted_ids):
     return order[pos]
 
 
+@native.parallel_kernel
 @njit(cache=True, nogil=True, parallel=True)
 def arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, cptr, cdst,
               cw, fill):

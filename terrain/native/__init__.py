@@ -10,6 +10,7 @@ notes").
 
 import contextlib
 import ctypes
+import functools
 import hashlib
 import importlib.machinery
 import os
@@ -22,7 +23,7 @@ from pathlib import Path
 
 __all__ = ["load_library", "declared", "address", "threads", "interruptible", "in_strips",
            "Stopped", "TaskStop", "task_stop", "check_stopped", "compile_library",
-           "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME", "PARALLEL_MIN"]
+           "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME", "PARALLEL_MIN", "parallel_kernel"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
 #: (no fused multiply-add, no fast-math)
@@ -244,6 +245,48 @@ def interruptible(kernel, *args):
     if isinstance(result[0], BaseException):
         raise result[0]
     return result[0]
+
+
+#: held around the launches of Numba's ``parallel=True`` kernels while the threading layer
+#: may take them from one thread at a time: workqueue's aborts the process (SIGABRT,
+#: "Concurrent access has been detected") when a second thread launches while one runs,
+#: which a run's task threads do; omp's and tbb's take concurrent launches
+_one_launch = threading.Lock()
+#: the layer's answer once a launch has chosen it: True (one launch at a time), False
+_launches_serial = None
+
+
+def parallel_kernel(kernel):
+    """``kernel``, a Numba ``parallel=True`` kernel, safe to launch from several threads at
+    once: under Numba's workqueue threading layer (``NUMBA_THREADING_LAYER=workqueue``, or
+    the one left where neither TBB nor OpenMP loads) one launch at a time, each on all the
+    layer's threads; under the others as they come. A layer Numba cannot load
+    (``NUMBA_THREADING_LAYER=tbb`` without TBB) is an :class:`~terrain.errors.InputError`
+    naming the variable."""
+    @functools.wraps(kernel)
+    def launch(*args):
+        if _launches_serial is False:
+            return kernel(*args)
+        with _one_launch:  # the first launch chooses the layer: held until it is known
+            return _launch_serial(kernel, args)
+    return launch
+
+
+def _launch_serial(kernel, args):
+    global _launches_serial
+    import numba
+    try:
+        result = kernel(*args)
+    except ValueError as e:  # raised where Numba loads the layer (compiling, or the cache's)
+        if "threading layer" not in str(e):
+            raise
+        from ..errors import InputError
+        layer = os.environ.get("NUMBA_THREADING_LAYER", numba.config.THREADING_LAYER)
+        raise InputError(f"NUMBA_THREADING_LAYER={layer}: {' '.join(str(e).split())} "
+                         "(unset it for Numba's default layer)") from None
+    with contextlib.suppress(ValueError):  # not chosen: none launched yet
+        _launches_serial = numba.threading_layer() == "workqueue"
+    return result
 
 
 def in_strips(bounds, work):

@@ -1,13 +1,16 @@
 """``cost-distance --algorithm tiled`` (the Dask graph of pipelines/cost_distance_tiled.py)
 against the in-core command and scipy, several groups (shards of 16 cells), and ``--reuse``."""
 
+import importlib.util
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import zarr
 
-from cli import run_main
+from cli import assert_one_line_error, child_env, run_main
 from grids import random_dem, write_asc
 from oracles import csr_graph, oracle_distance
 
@@ -91,6 +94,47 @@ def test_tiled_source_on_nodata(capsys, tmp_path, dem, small_shards):
                           "--source-cell", "20,5", "--tile", 8, "--algorithm", "tiled")
     assert rc == 2 and "nodata" in se and se.count("\n") == 1
     assert not (tmp_path / "n.zarr").exists()
+
+
+#: ``terrain.run.main`` of the arguments in a fresh interpreter, in groups of 16 cells
+#: (``small_shards``, which a child process does not inherit)
+SMALL_SHARDS_MAIN = ("import sys; import terrain.tiles.store as s; s.SHARD_TARGET_SIDE = 16; "
+                     "from terrain.run import main; sys.exit(main(sys.argv[1:]))")
+
+
+def _child_run(tmp_path, layer, *argv):
+    return subprocess.run([sys.executable, "-c", SMALL_SHARDS_MAIN, "cost-distance",
+                           *map(str, argv)], env=child_env(NUMBA_THREADING_LAYER=layer),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+
+def test_tiled_under_numbas_workqueue_layer(capsys, tmp_path, dem):
+    """The parallel kernels launched from several task threads at once: the workqueue
+    layer aborted the process ("Concurrent access has been detected", SIGABRT) and left
+    the partial and the lock; they take turns now, and the layers are the in-core run's."""
+    z, path = dem
+    common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "44,0",
+              "--tile", 8]
+    _run(capsys, path, "-o", tmp_path / "in.zarr", "--algorithm", "in-core", *common)
+    proc = _child_run(tmp_path, "workqueue", path, "-o", "t.zarr", "--algorithm", "tiled",
+                      "--tile-sssp", 4, *common, "--scheduler", "threads", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["groups"] == 9
+    a, b = _layers(tmp_path / "in.zarr"), _layers(tmp_path / "t.zarr")
+    for n in LAYERS:
+        np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", "in.zarr", "t.zarr"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tbb") is not None, reason="TBB is installed")
+def test_a_numba_threading_layer_that_cannot_load_is_one_line(tmp_path, dem):
+    """``NUMBA_THREADING_LAYER=tbb`` without TBB: Numba's ValueError traceback, exit 1."""
+    z, path = dem
+    proc = _child_run(tmp_path, "tbb", path, "-o", "t.zarr", "--algorithm", "tiled",
+                      "--source-cell", "3,4", "--tile", 8, "--scheduler", "threads")
+    assert_one_line_error(proc, "terrain: NUMBA_THREADING_LAYER=tbb: No threading layer "
+                                "could be loaded")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc"]
 
 
 def test_choose_algorithm():
