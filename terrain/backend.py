@@ -162,8 +162,11 @@ class Backend:
 
         # the architecture (uname's machine): platform.processor() runs `uname -p` in a
         # child process on Linux, 8 ms of CPU in every CPU run's summary, for the same word
-        from . import native  # the CPUs this process may use (taskset), as its kernels
-        return f"CPU {platform.machine()} x{native.threads()}"
+        try:  # the CPUs this process may use (taskset), as its kernels
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count()
+        return f"CPU {platform.machine()} x{cpus}"
 
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[^\n]*$', re.M)
