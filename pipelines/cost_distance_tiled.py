@@ -212,7 +212,7 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
                for key in meta}  # the root: no boundary
     for k in range(s, 0, -1):
         kids = children_labels(tspec, store, labels, meta, lab, k,
-                          store.group_region(k, i, j))
+                               store.group_region(k, i, j))
         meta = {key: nb for key, (nb, _) in kids.items()}
         lab = {key: d for key, (_, d) in kids.items()}
     if s > 0:
