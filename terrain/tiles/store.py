@@ -515,16 +515,23 @@ def read_block(store_path, layer, window, out=None):
     layout = read_layout(Path(store_path) / layer)  # its zarr.json alone, no event loop
     if (layout is None or (out is not None and out.dtype != layout.dtype) or min(r0, c0) < 0
             or r1 > layout.shape[0] or c1 > layout.shape[1] or r0 >= r1 or c0 >= c1):
-        import zarr
-        arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
-        _check_window(store_path, layer, window, arr.shape)
-        if out is None:
-            out = np.empty((r1 - r0, c1 - c0), arr.dtype)
-        out[...] = _read(arr, store_path, r0, r1, c0, c1)
-        return out
+        return _read_block_by_zarr(store_path, layer, window, out)
     if out is None:
         out = np.empty((r1 - r0, c1 - c0), layout.dtype)
     read_window(layout, r0, r1, c0, c1, out)
+    return out
+
+
+def _read_block_by_zarr(store_path, layer, window, out):
+    """:func:`read_block` through zarr: a layout the shard readers do not serve (another
+    codec or dtype) or a window to be checked against the layer's shape."""
+    import zarr
+    r0, r1, c0, c1 = window
+    arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
+    _check_window(store_path, layer, window, arr.shape)
+    if out is None:
+        out = np.empty((r1 - r0, c1 - c0), arr.dtype)
+    out[...] = _read(arr, store_path, r0, r1, c0, c1)
     return out
 
 
@@ -543,13 +550,7 @@ def _read_url_block(store_path, layer, window, out):
     fs, layout = url_layout(store_path, layer)
     shards = None if layout is None else window_shards(layout, window)
     if shards is None or (out is not None and out.dtype != layout.dtype):
-        import zarr
-        arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
-        _check_window(store_path, layer, window, arr.shape)
-        if out is None:
-            out = np.empty((r1 - r0, c1 - c0), arr.dtype)
-        out[...] = _read(arr, store_path, r0, r1, c0, c1)
-        return out
+        return _read_block_by_zarr(store_path, layer, window, out)
     if out is None:
         out = np.empty((r1 - r0, c1 - c0), layout.dtype)
     for si, sj in shards:
