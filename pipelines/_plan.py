@@ -18,12 +18,12 @@ Examples
 ('s.zarr', True)
 """
 
-import json
 import os
 import shutil
 from pathlib import Path
 
-from terrain.io.outputs import check_outputs, check_store_name, format_bytes, real_path
+from terrain.io.outputs import (check_outputs, check_store_name, format_bytes, json_text,
+                                 real_path)
 from terrain.errors import InputError
 
 from ._command import open_input
@@ -171,7 +171,7 @@ def _format(p):
 def dry_run_command(command, args):
     """Print the plan; raise :class:`InputError` when the disk cannot hold the output."""
     plan = build_plan(command, args)
-    print(json.dumps(plan, indent=2) if getattr(args, "json", False) else _format(plan))
+    print(json_text(plan, indent=2) if getattr(args, "json", False) else _format(plan))
     if plan["disk_needed_bytes"] > plan["disk_free_bytes"]:
         raise InputError(f"{plan['output']}: needs about {format_bytes(plan['disk_needed_bytes'])}"
                          f" of disk, {plan['filesystem']} has "

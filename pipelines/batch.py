@@ -22,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from terrain.io.outputs import OutputExists, atomic_output, hold_lock, input_identity, real_path
+from terrain.io.outputs import (OutputExists, atomic_output, hold_lock, input_identity, json_text,
+                                 real_path)
 from terrain.io.remote import is_url
 from terrain.errors import InputError, cannot_read
 from terrain.grid.edges import check_connectivity
@@ -274,7 +275,7 @@ def _write_manifest(outdir, command, rows, earlier=()):
     writer = csv.DictWriter(text, fieldnames=FIELDS, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    for name, body in (("manifest.json", json.dumps(doc, indent=2) + "\n"),
+    for name, body in (("manifest.json", json_text(doc, indent=2) + "\n"),
                        ("manifest.csv", text.getvalue())):
         with atomic_output(outdir / name, overwrite=True, notify=lambda message: None) as tmp:
             tmp.write_text(body, errors="surrogateescape")
@@ -534,5 +535,5 @@ def batch_command(args, explain=str):
     rows = run_batch(args.what, args.inputs, args.output, args, scheduler=args.scheduler,
                      explain=explain)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json_text(rows, indent=2))
     return 1 if any(r["status"] == "failed" for r in rows) else 0

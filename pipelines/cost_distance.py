@@ -12,7 +12,6 @@ left behind. Routes and checks: docs/cost-distance.md.
 """
 
 import functools
-import json
 import math
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io.georef import check_weight_units, finish_store
-from terrain.io.outputs import check_outputs, output_beside, same_file
+from terrain.io.outputs import check_outputs, json_text, output_beside, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
                                is_remote, output_at, remove_tree, scratch_beside)
 from terrain.io.points import cell_centre, map_to_cell, point_cells, raster_source_cells
@@ -527,7 +526,7 @@ def cost_distance_command(args):
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
         memory=getattr(args, "memory", None), stop_points=args.stop or (),
         stop_cells=args.stop_cell or (), stops_file=args.stops, resume=args.resume)
-    print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
+    print(json_text(summary, indent=2) if args.json else _format_summary(summary))
     return 0
 
 

@@ -20,7 +20,6 @@ the output is finished.
 """
 
 import functools
-import json
 import time
 
 import numpy as np
@@ -31,7 +30,7 @@ from terrain.hydrology import (LAKE_LABELS, SINKS_MEANING, FillSpec, fill_depres
                                fill_walks)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, write_georeference
-from terrain.io.outputs import output_beside
+from terrain.io.outputs import json_text, output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
                                remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
@@ -509,6 +508,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 summary = cluster.call(_run_in_core, cluster.remote_input(dem_path),
                                        cluster.remote_input(tmp), spec, geo, be.name, mask,
                                        options, z=None if on_cluster else z, label="fill")
+            summary["reused_tasks"] = 0  # one task: a resumed run does it again
         else:
             with cluster.open_scheduler(None if on_cluster else scheduler,
                                         cells=shape[0] * shape[1]):
@@ -556,5 +556,5 @@ def fill_command(args):
                        cog=not args.no_cog,
                        in_core={"auto": "auto", "in-core": True, "tiled": False}[args.route],
                        resume=args.resume)
-    print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
+    print(json_text(summary, indent=2) if args.json else _format_summary(summary))
     return 0

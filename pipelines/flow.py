@@ -25,7 +25,6 @@ before the output is finished.
 """
 
 import functools
-import json
 import time
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_
                                flow_fits_on_device, forget_flat_states, group_totals)
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, warn_degrees, write_georeference
-from terrain.io.outputs import output_beside
+from terrain.io.outputs import json_text, output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
@@ -543,5 +542,5 @@ def flow_command(args):
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
                        cog=not args.no_cog, route=args.route, resume=args.resume)
-    print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
+    print(json_text(summary, indent=2) if args.json else _format_summary(summary))
     return 0

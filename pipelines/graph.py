@@ -9,7 +9,6 @@ by this process, atomically, in the file's ids. Design and tasks: docs/graphs.md
 as Dask graphs").
 """
 
-import json
 import os
 import re
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.outputs import atomic_output, check_outputs
+from terrain.io.outputs import atomic_output, check_outputs, json_text
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, check_table_path, dense_ids,
@@ -194,7 +193,7 @@ def bfs_command(args):
                                      (source_ids, backend.name, bool(args.out)),
                                      directed=False, name="bfs-run", label="bfs")
     if args.json:
-        print(json.dumps(summary))
+        print(json_text(summary))
     else:
         print(f"BFS from {', '.join(map(str, summary['sources']))}: reached "
               f"{summary['reached']} of {summary['vertices']} vertices, max distance "
@@ -238,7 +237,7 @@ def sssp_command(args):
                                     bool(args.out)),
         directed=True if args.directed else None, name="sssp-run", label="sssp")
     if args.json:
-        print(json.dumps(summary))
+        print(json_text(summary))
         return 0
     how = found["algorithm"] + (f", delta {found['delta']}" if found["delta"] else "")
     print(f"SSSP from {', '.join(map(str, summary['sources']))}: reached {summary['reached']} "
@@ -314,7 +313,7 @@ def diameter_command(args):
         _write_ids(args.path_out, result.path, overwrite)
         out["path_out"] = str(args.path_out)
     if args.json:
-        print(json.dumps(out))
+        print(json_text(out))
         return 0
     if not result.connected:
         print(f"the graph is disconnected ({result.components} components): its diameter is "
@@ -453,7 +452,7 @@ def mst_graph_command(args):
     write_table(out, table, overwrite=args.overwrite)
     summary = {"graph": str(args.input), **summary, "backend": backend.name, "out": str(out)}
     if args.json:
-        print(json.dumps(summary))
+        print(json_text(summary))
     else:
         print(f"minimum spanning forest of {args.input}: {summary['forest_edges']} edges, "
               f"{summary['trees']} tree(s), total weight {summary['total_weight']} "

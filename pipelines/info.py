@@ -6,14 +6,13 @@ georeference: every raster layer with its type and meaning, and each result's su
 CRS is printed as ``EPSG:xxxx`` (``--json`` gives the full WKT too).
 """
 
-import json
 import math
 
 
 from terrain.errors import InputError
 from terrain.io.georef import RASTER_DIMS, crs_label
 from terrain.io.zarr_meta import open_group
-from terrain.io.outputs import WRITTEN_BY_ATTR
+from terrain.io.outputs import WRITTEN_BY_ATTR, json_text
 from terrain.io.remote import inputs_unchanged
 from terrain.tiles import is_store, open_store
 
@@ -114,6 +113,11 @@ def describe_store(store):
     }
 
 
+def _number(value):
+    """A summary's number, NaN where it has none (JSON's null: no valid cell)."""
+    return float("nan") if value is None else value
+
+
 def _format_result(name, s):
     if name == "mst":
         return (f"{s.get('edges')} edges, {s.get('trees')} trees, total weight "
@@ -127,13 +131,13 @@ def _format_result(name, s):
                 + (f", max cost {s['max_cost']:g}" if s.get("max_cost") else "") + ")")
     if name == "fill":
         return (f"{s.get('flooded')} cells filled in {s.get('depressions')} depressions, max "
-                f"depth {s.get('max_depth', float('nan')):.6g} ({s.get('connectivity')}-connected"
+                f"depth {_number(s.get('max_depth')):.6g} ({s.get('connectivity')}-connected"
                 + (", epsilon" if s.get("epsilon") else "")
                 + (f", {s['undrained']} undrained" if s.get("undrained") else "") + ")")
     if name == "flow":
         return (f"D{s.get('connectivity')}, {s.get('cells')} cells, {s.get('outlet_cells')} "
                 f"outlets ({s.get('outlets')}), {s.get('flat_cells')} flat cells, max "
-                f"accumulation {s.get('max_accumulation', float('nan')):.10g}"
+                f"accumulation {_number(s.get('max_accumulation')):.10g}"
                 + (f" (weights {s['weights']})" if s.get("weights") else "")
                 + f", {s.get('route')} route")
     keys = [k for k, v in s.items() if isinstance(v, (int, float, str)) and k != "output"][:6]
@@ -184,5 +188,5 @@ def info_command(args):
     check_input_file(args.store)  # a FIFO or a device: refused before any read
     with inputs_unchanged([args.store]):  # one replaced while described: not described
         d = describe_path(args.store)
-    print(json.dumps(d, indent=2) if args.json else format_description(d))
+    print(json_text(d, indent=2) if args.json else format_description(d))
     return 0

@@ -13,7 +13,6 @@ the held grid) and writing its mask there: ``mst-prepare`` → ``mst-group`` →
 
 import contextlib
 import functools
-import json
 import os
 import threading
 import time
@@ -30,7 +29,7 @@ from terrain.grid.mst import MSTSpec, finish_stats, mst_walks, super_tile_side
 from terrain.grid.mst_device import fits_in_core
 from terrain.io import AsciiGrid
 from terrain.io.georef import check_weight_units, write_georeference
-from terrain.io.outputs import output_beside, staged_path
+from terrain.io.outputs import json_text, output_beside, staged_path
 from terrain.io.remote import check_local_outputs, command_paths, input_fingerprints, is_remote
 from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store, open_store
@@ -614,7 +613,7 @@ def mst_command(args):
                       resume=getattr(args, "resume", False),
                       cog=not getattr(args, "no_cog", False))
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json_text(summary, indent=2))
     else:
         print(_format_summary(summary))
     return 0

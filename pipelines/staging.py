@@ -16,6 +16,7 @@ from pathlib import Path
 
 from terrain.errors import InputError
 from terrain.io import remote
+from terrain.io.outputs import json_text
 
 __all__ = ["stage", "INPUT_FIELDS", "OUTPUT_FIELDS", "LOCAL_FIELDS"]
 
@@ -139,7 +140,7 @@ def _rename_in_metadata(local, names):
             if _renamed(text, names) != text:
                 doc = json.loads(_renamed(text, names))
                 (doc.get("attributes") or {}).pop("source_fingerprint", None)
-                path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+                path.write_text(json_text(doc, indent=2), encoding="utf-8")
 
 
 def _rename_in_message(e, names):

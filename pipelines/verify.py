@@ -9,7 +9,6 @@ single pass). Exit status: 0 all checks pass, 1 a check fails (the first violati
 printed), 2 bad input.
 """
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from terrain.errors import InputError
-from terrain.io.outputs import check_input_file
+from terrain.io.outputs import check_input_file, json_text
 from terrain.io.remote import input_fingerprints, inputs_unchanged
 from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store
@@ -205,11 +204,15 @@ def verify_command(args):
         sources = _parse_sources(args.source)
     if str(args.result).endswith(".npy") and not (args.graph and sources):
         raise InputError(f"{args.result}: a distances file needs --graph and --source")
+    if not str(args.result).endswith(".npy") and (args.graph or sources):
+        # a store is checked against its own inputs: the options were ignored
+        raise InputError(f"{args.result}: --graph and --source name a distances file's "
+                         "graph (a .npy); a store holds what it is checked against")
     t0 = time.perf_counter()
     cert = verify_path(args.result, args.graph, sources, args.format)
     seconds = time.perf_counter() - t0
     if args.json:
-        print(json.dumps({"result": str(args.result), "what": cert.what, "ok": cert.ok,
+        print(json_text({"result": str(args.result), "what": cert.what, "ok": cert.ok,
                           "checks": cert.checks, "violation": cert.violation,
                           "facts": cert.facts, "seconds": round(seconds, 6)}, indent=2))
     else:

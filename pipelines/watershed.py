@@ -10,7 +10,6 @@ for a DEM without a CRS), a GeoPackage or FlatGeobuf keeps the DEM's CRS exactly
 docs/hydrology.md, "Watersheds and streams".
 """
 
-import json
 import math
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import numpy as np
 from terrain.errors import InputError, naming
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.georef import warn_degrees
-from terrain.io.outputs import check_outputs
+from terrain.io.outputs import check_outputs, json_text
 from terrain.io.points import cell_centre, path_format, write_paths
 from terrain.io.remote import output_at
 from terrain.io.zarr_meta import codec, open_group
@@ -155,7 +154,7 @@ def watershed_command(args):
     s = run_watershed(args.flow, args.output, args.outlet or (), args.outlets, args.snap,
                       args.overwrite, args.outlet_cell or ())
     if args.json:
-        print(json.dumps(s, indent=2))
+        print(json_text(s, indent=2))
     else:
         print(f"watershed {s['output']}")
         for o in s["outlets"]:
@@ -168,7 +167,7 @@ def streams_command(args):
     """``terrain streams FLOW --threshold N -o streams.geojson|.gpkg``."""
     s = run_streams(args.flow, args.output, args.threshold, args.overwrite)
     if args.json:
-        print(json.dumps(s, indent=2))
+        print(json_text(s, indent=2))
     else:
         print(f"streams   {s['output']}: {s['links']} links, Strahler order up to "
               f"{s['max_order']} (accumulation >= {s['threshold']:g}); coordinates: "

@@ -843,8 +843,11 @@ def sssp(graph, sources, **options):
     SSSPResult
         For a matrix (or Graph, arrays): ``dist`` and ``pred`` arrays by row number (``inf``
         / -1 where unreached). For a NetworkX graph: ``dist`` ``{node: distance}`` of the
-        reached nodes in order of distance (as ``nx.multi_source_dijkstra_path_length``),
-        ``pred`` ``{node: predecessor}`` of the reached non-sources, ``sources`` nodes.
+        reached nodes in order of distance, equal distances in the order of the graph's
+        nodes (NetworkX's own functions list those in the order their search met them, and
+        keep a sum of integer weights an int where other weights are reals: the NetworkX
+        backend, ``backend="terrain"``, does as they do), ``pred`` ``{node: predecessor}`` of the
+        reached non-sources, ``sources`` nodes.
 
     Examples
     --------

@@ -43,6 +43,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class _Once(argparse.Action):
+    """An option that names a list or a file of many, refused when given twice: argparse
+    kept the last, so ``--source 0 --source 4`` ran from 4 alone (several are one list,
+    ``--source 0,4``, or one file)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(self, "_given_to", None) is namespace:
+            several = (f": several as one list, {option_string} A,B" if "," in str(self.metavar)
+                       else ": several go in one file")
+            parser.error(f"{option_string} given twice{several}")
+        self._given_to = namespace
+        setattr(namespace, self.dest, values)
+
+
 def _backend(value):
     v = value.strip().lower()
     if v not in BACKEND_CHOICES:
@@ -158,7 +172,7 @@ def _add_cost_options(p, batch=False):
                    help=f"{pre}a source in map coordinates{every} (repeatable)")
     p.add_argument("--source-cell", action="append", metavar="ROW,COL",
                    help=f"{pre}a source cell{every} (repeatable)")
-    p.add_argument("--sources", default=None, metavar="FILE",
+    p.add_argument("--sources", action=_Once, default=None, metavar="FILE",
                    help=f"{pre}sources: a raster (non-zero, non-nodata cells), CSV of x,y "
                         f"(or lon,lat columns), GeoJSON points (lon/lat unless a crs "
                         f"member says otherwise) or a GeoPackage, Shapefile, FlatGeobuf or "
@@ -169,7 +183,7 @@ def _add_cost_options(p, batch=False):
                         "unreached and the solve ends (in-core algorithm)")
     p.add_argument("--stop-cell", action="append", metavar="ROW,COL",
                    help=f"{pre}a stop cell (repeatable)")
-    p.add_argument("--stops", default=None, metavar="FILE",
+    p.add_argument("--stops", action=_Once, default=None, metavar="FILE",
                    help=f"{pre}stop points: a raster or points, as --sources{stem}")
     p.add_argument("--start-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cost already spent at every source (default 0)")
@@ -295,7 +309,7 @@ def build_parser():
     _add_tile(p, raster_input=True)
     p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
                    help="how water moves: 4 (D4) or 8 (D8, default)")
-    p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
+    p.add_argument("--outlets", action=_Once, default=None, metavar="RASTER|POINTS",
                    help="where water leaves the grid: the non-zero cells of a raster or tile "
                         "store, or points (CSV x,y in the DEM's CRS or lon,lat; GeoJSON, "
                         "GeoPackage, Shapefile, FlatGeobuf, KML: reprojected) (default: "
@@ -337,7 +351,7 @@ def build_parser():
 
     p = sub.add_parser("bfs", help="hop distances and predecessors from one or many sources")
     _add_graph_input(p)
-    p.add_argument("--source", required=True, metavar="S[,S...]",
+    p.add_argument("--source", action=_Once, required=True, metavar="S[,S...]",
                    help="source vertex id(s) in the file's own ids; several = multi-source BFS")
     _add_vertex_results(p)
     _add_backend(p)
@@ -346,7 +360,7 @@ def build_parser():
     p = sub.add_parser("sssp", help="weighted shortest paths (and predecessors) from one or "
                                     "many sources")
     _add_graph_input(p)
-    p.add_argument("--source", required=True, metavar="S[,S...]",
+    p.add_argument("--source", action=_Once, required=True, metavar="S[,S...]",
                    help="source vertex id(s) in the file's own ids; several = multi-source")
     p.add_argument("--algorithm", choices=("auto", "crauser", "delta", "dijkstra"),
                    default="auto", help="auto (default): dijkstra on the CPU, delta-stepping "
@@ -440,7 +454,7 @@ def build_parser():
                                     help="flow: the DEMs are already depression-filled")
     stem = "{stem} = the input's stem, else the same file for every input"
     scoped.add("fill", "flow").add_argument(
-        "--outlets", default=None, metavar="RASTER|POINTS",
+        "--outlets", action=_Once, default=None, metavar="RASTER|POINTS",
         help=f"fill, flow: the cells water leaves by, a raster or points as fill --outlets; {stem}")
     scoped.add("flow").add_argument(
         "--weights", default=None, metavar="RASTER",
@@ -470,7 +484,8 @@ def build_parser():
                    help="an mst, cost-distance, fill or flow output store, or a bfs --out .npy "
                         "file")
     p.add_argument("--graph", default=None, metavar="GRAPH", help="the graph a distances file came from")
-    p.add_argument("--source", default=None, metavar="S[,S...]", help="the BFS source id(s)")
+    p.add_argument("--source", action=_Once, default=None, metavar="S[,S...]",
+                   help="the BFS source id(s)")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of --graph")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
     _add_storage_options(p)
@@ -481,7 +496,7 @@ def build_parser():
     p.add_argument("store", metavar="STORE|GRAPH",
                    help="a tile store, or an mst, cost-distance, fill or flow output store; "
                         "with --source: a graph")
-    p.add_argument("--source", default=None, metavar="S[,S...]",
+    p.add_argument("--source", action=_Once, default=None, metavar="S[,S...]",
                    help="plot the frontier size per level of a BFS from these vertex ids of GRAPH")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of GRAPH")
     _add_backend(p)
@@ -521,7 +536,7 @@ def _add_hydrology(sub):
                    help="the DEM is already depression-filled: use it as it is")
     p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
                    help="8: D8 (default); 4: D4")
-    p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
+    p.add_argument("--outlets", action=_Once, default=None, metavar="RASTER|POINTS",
                    help="the cells water leaves by: a raster (non-zero cells) or points "
                         "(CSV, GeoJSON, GeoPackage, Shapefile, FlatGeobuf, KML) (default: the "
                         "grid's edge and nodata)")
@@ -550,7 +565,7 @@ def _add_hydrology(sub):
                    help="an outlet in map coordinates (repeatable); labels 1, 2, ... in order")
     p.add_argument("--outlet-cell", action="append", default=None, metavar="ROW,COL",
                    help="an outlet as a cell (repeatable; labelled after the --outlet points)")
-    p.add_argument("--outlets", default=None, metavar="FILE",
+    p.add_argument("--outlets", action=_Once, default=None, metavar="FILE",
                    help="outlets: points (CSV of x,y, GeoJSON, GeoPackage, Shapefile, "
                         "FlatGeobuf, KML), or a raster whose cells that are not nodata or 0 "
                         "are outlets (labelled after the others)")

@@ -183,11 +183,12 @@ def traversal_kernels(index_dtype):
 
 
 def format_rows(columns, sep=","):
-    """The rows of equal-length int64 / float64 ``columns`` as text (``%.17g`` for reals),
-    formatted by C in row blocks on threads: a list of uint8 arrays, in order.
+    """The rows of equal-length int64 / float64 ``columns`` as text (``%.17g`` for reals, an
+    integral one with ``.0``), formatted by C in row blocks on threads: a list of uint8
+    arrays, in order.
 
     >>> b"".join(x.tobytes() for x in format_rows([np.array([1, -20]), np.array([0.5, 3.0])]))
-    b'1,0.5\\n-20,3\\n'
+    b'1,0.5\\n-20,3.0\\n'
     """
     cols = [np.ascontiguousarray(c, np.float64 if np.asarray(c).dtype.kind == "f" else np.int64)
             for c in columns]

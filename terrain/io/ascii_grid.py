@@ -557,7 +557,9 @@ def _split_header(path, head, size):
             parts = stripped.decode("latin-1").split(None, 1)
             entries.append((lineno, parts[0], parts[1] if len(parts) > 1 else ""))
         if nl >= len(head):
-            return entries, size, lineno + 1  # header only: no data lines
+            # header only: no data lines; what the header lacks is named at the file's
+            # last line (a line past the end would name none)
+            return entries, size, lineno if pos < len(head) else max(lineno - 1, 1)
         pos = nl + 1
         lineno += 1
 

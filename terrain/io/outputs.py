@@ -36,6 +36,7 @@ from ..errors import InputError
 from ..startup import raise_if_stopped, signals_held
 
 __all__ = ["atomic_output", "CHECKPOINT_DIR", "finish_companions", "staged_path", "check_output_free",
+           "json_text",
            "output_beside", "code_identity", "written_by", "WRITTEN_BY_ATTR",
            "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
@@ -1022,7 +1023,32 @@ def inventory_of(meta, shards):
     return {"shape": shape, "shards": grid, "present": base64.b64encode(present).decode()}
 
 
+def _finite(value):
+    """``value`` with every float that is not finite (NaN, infinity) as None, in nested
+    dicts, lists and tuples; NumPy scalars as Python's."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a NumPy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def json_text(doc, indent=None):
+    """``doc`` as strict JSON (RFC 8259): a value that is not finite is ``null``. Python's
+    ``json`` writes NaN and Infinity bare, which JavaScript, Go and strict parsers refuse:
+    every summary printed with ``--json``, manifest and store document goes through here.
+
+    >>> json_text({"max": float("nan"), "n": 3, "d": [1.5, float("inf")]})
+    '{"max": null, "n": 3, "d": [1.5, null]}'
+    """
+    return json.dumps(_finite(doc), indent=indent, allow_nan=False)
+
+
 def _write_json(path, doc):
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.write_text(json_text(doc, indent=2))
     os.replace(tmp, path)

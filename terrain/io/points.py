@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, where
-from .outputs import disk_full_reason, gdal_path
+from .outputs import disk_full_reason, gdal_path, json_text
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "point_cells", "raster_source_cells",
            "write_paths", "path_format", "ogr_lines", "geojson_crs", "reproject_points",
@@ -506,7 +506,7 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
         features.append({"type": "Feature",
                          "geometry": {"type": "LineString", "coordinates": coords},
                          "properties": props})
-    Path(target).write_text(json.dumps({"type": "FeatureCollection", "features": features}))
+    Path(target).write_text(json_text({"type": "FeatureCollection", "features": features}))
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import InputError
-from .outputs import CHECKPOINT_DIR, OtherRunsPartial, OutputExists
+from .outputs import CHECKPOINT_DIR, OtherRunsPartial, OutputExists, json_text
 
 __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store_state",
            "check_url_output", "fetch", "publish", "ROOT_METADATA", "Location",
@@ -810,10 +810,10 @@ def _publish_held_root(fs, root, url):
         if inventory is None:
             continue
         meta.setdefault("attributes", {})[INVENTORY_ATTR] = inventory
-        fs.pipe_file(_join(root, key), json.dumps(meta, indent=2).encode())
+        fs.pipe_file(_join(root, key), json_text(meta, indent=2).encode())
         if isinstance(consolidated, dict) and isinstance(consolidated.get(folder), dict):
             consolidated[folder].setdefault("attributes", {})[INVENTORY_ATTR] = inventory
-    fs.pipe_file(_join(root, ROOT_METADATA), json.dumps(doc, indent=2).encode())  # published
+    fs.pipe_file(_join(root, ROOT_METADATA), json_text(doc, indent=2).encode())  # published
     fs.rm(pending)
 
 

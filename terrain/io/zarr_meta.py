@@ -36,6 +36,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import InputError, cannot_read
+from .outputs import json_text
 from .remote import is_remote, store_for
 
 __all__ = ["open_group", "open_array", "Group", "Array", "consolidate", "codec", "as_codec",
@@ -179,7 +180,7 @@ def _write(folder, doc):
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{ZARR_JSON}.{uuid.uuid4().hex[:8]}.tmp"
-    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.write_text(json_text(doc, indent=2))
     os.replace(tmp, folder / ZARR_JSON)
 
 

@@ -3385,9 +3385,10 @@ done:
 
 /* ---------------------------------------------------------------- result tables as text
  * (terrain/graph/results.py's CSV, generators.write_int_rows): rows r0..r1 of ncols columns,
- * int64 (kind 0) or float64 (kind 1, "%.17g": it reads back to the same bits; numpy.savetxt
- * wrote the same text), separated by sep, each row ended by LF, into out (at most 26 bytes a
- * value); returns the bytes written. */
+ * int64 (kind 0) or float64 (kind 1, "%.17g": it reads back to the same bits; an integral
+ * value with ".0", so that pandas and pyarrow read a real column as reals whatever its
+ * values), separated by sep, each row ended by LF, into out (at most 26 bytes a value);
+ * returns the bytes written. */
 #include <stdio.h>
 static inline char *fmt_int(char *p, int64_t x) {
     char digits[20];
@@ -3412,9 +3413,11 @@ int64_t terrain_format_rows(const void *const *cols, const int32_t *kinds, int64
             } else {
                 const double x = ((const double *)cols[c])[r];
                 /* an integral value below 1e17 prints its digits under %.17g: no snprintf */
-                if (x > -1e17 && x < 1e17 && x == (double)(int64_t)x && (x != 0 || !signbit(x)))
+                if (x > -1e17 && x < 1e17 && x == (double)(int64_t)x && (x != 0 || !signbit(x))) {
                     p = fmt_int(p, (int64_t)x);
-                else
+                    *p++ = '.';
+                    *p++ = '0';
+                } else
                     p += snprintf(p, 32, "%.17g", x);
             }
             *p++ = c + 1 < ncols ? (char)sep : '\n';

@@ -16,6 +16,9 @@ CASES = {
     "blank": ("  \n\n", ": empty file"),
     "missing_key": (HEADER.replace("nrows 3\n", "") + ROWS, ":6: header lacks 'nrows'"),
     "missing_cellsize": (HEADER.replace("cellsize 1\n", "") + ROWS, ":6: header lacks 'cellsize'"),
+    # a file that ends in its header: the key it lacks named at its last line, not past it
+    "header_only": ("ncols 5\nnrows 5\nxllcorner 0\n", ":3: header lacks 'cellsize'"),
+    "header_only_unended": ("ncols 5\nnrows 5\nxllcorner 0", ":3: header lacks 'cellsize'"),
     "unknown_key": (HEADER.replace("cellsize", "cellsiz") + ROWS,
                     ":5: unknown ESRI header key 'cellsiz'"),
     "repeated_key": (HEADER + "NCOLS 4\n" + ROWS, ":7: repeated header key 'ncols' (first on line 1)"),

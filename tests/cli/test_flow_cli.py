@@ -112,3 +112,36 @@ def test_outlets_that_all_lie_on_nodata_are_refused_naming_their_file(tmp_path):
         _one_line(rc, err, "o.csv: all 1 outlet cells lie on the DEM's nodata: nothing "
                            "would drain")
         assert not (tmp_path / "o.zarr").exists()
+
+
+def _strict_json(text):
+    """``text`` parsed as RFC 8259 JSON: NaN and Infinity refused, as JavaScript refuses them."""
+    import json
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_of_an_all_nodata_dem_is_strict(tmp_path, capsys):
+    from cli import run_main
+    asc = write_asc(tmp_path / "sea.asc", np.full((2, 3), np.nan, np.float32))
+    out_store = tmp_path / "sea.flow.zarr"
+    rc, out, err = run_main(capsys, "flow", asc, "-o", out_store, "--json")
+    assert rc == 0, err
+    assert _strict_json(out)["max_accumulation"] is None
+    for argv in (("info", out_store, "--json"), ("verify", out_store, "--json")):
+        rc, out, err = run_main(capsys, *argv, scheduler=None)
+        assert rc == 0, err
+        _strict_json(out)
+    _strict_json((out_store / "zarr.json").read_text())
+    rc, out, err = run_main(capsys, "info", out_store, scheduler=None)
+    assert rc == 0 and "max accumulation nan" in out, (out, err)
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    write_asc(folder / "sea.asc", np.full((2, 3), np.nan, np.float32))
+    rc, out, err = run_main(capsys, "batch", "flow", folder, "-o", tmp_path / "b", "--json",
+                            scheduler="threads")
+    assert rc == 0, err
+    _strict_json(out)
+    _strict_json((tmp_path / "b" / "manifest.json").read_text())

@@ -90,6 +90,9 @@ REFUSED = {
     "fill_no_cog_without_geotiff_dir": (["fill", "good.asc", "-o", "f.zarr", "--no-cog"],
                                         "good.asc: --no-cog applies to the GeoTIFFs of "
                                         "--geotiff-dir, which is not given"),
+    # checked against its own inputs: the options were accepted and ignored
+    "verify_store_with_a_graph": (["verify", "m.zarr", "--graph", "good.asc", "--source", "0"],
+                                  "m.zarr: --graph and --source name a distances file's graph"),
     "path_of_no_store": (["path", "--to-cell", "1,1", "-o", "p.geojson", "none.zarr"],
                          "none.zarr: no such file"),
     "path_of_a_dem": (["path", "--to-cell", "1,1", "-o", "p.geojson", "good.asc"],
@@ -170,3 +173,24 @@ def test_a_finished_run_exits_0_whatever_its_standard_output(tmp_path):
     assert ascii_.returncode == 0 and ascii_.stderr == "", ascii_.stderr
     assert "\\xf1.zarr" in ascii_.stdout
     assert (tmp_path / "closed.zarr").is_dir() and (tmp_path / "ñ.zarr").is_dir()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bfs", "g.txt", "--source", "0", "--source", "3", "--out", "d.csv"],
+     "terrain bfs: error: --source given twice: several as one list, --source A,B"),
+    (["sssp", "g.txt", "--source", "0", "--source", "3", "--out", "d.csv"],
+     "terrain sssp: error: --source given twice"),
+    (["fill", "good.asc", "--outlets", "o.csv", "--outlets", "p.csv", "-o", "f.zarr"],
+     "terrain fill: error: --outlets given twice: several go in one file"),
+    ([*CD, "--sources", "o.csv", "--sources", "p.csv", "-o", "c2.zarr"],
+     "terrain cost-distance: error: --sources given twice"),
+])
+def test_an_option_of_many_given_twice_is_refused(workdir, argv, message):
+    """argparse kept the last of a repeated option: ``bfs --source 0 --source 3`` ran from 3
+    alone, exit 0. Several sources are one list (or one file); twice is refused."""
+    (workdir / "g.txt").write_text("0 1\n1 2\n2 3\n")
+    before = snapshot(workdir)
+    proc = run_terrain(*argv, cwd=workdir)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith(message), proc.stderr
+    assert proc.stderr.count("\n") == 1 and not proc.stdout
+    assert snapshot(workdir) == before

@@ -483,3 +483,18 @@ def test_a_stop_ends_each_cpu_search_within_65536_vertices(algorithm, kind, stop
     assert rc >= 0 and reached == n
     assert np.array_equal(dist.astype(np.float64), _scipy(g, [0]))
     stopped_in_a_task(lambda: sssp(g, 0, algorithm=algorithm, backend="cpu"))
+
+
+def test_csv_real_distances_read_back_as_reals_when_all_are_integral(tmp_path):
+    """A real-weighted graph's distances are float64: a CSV reader infers their column's type
+    from its text, so integral reals are written as reals (``4.0``), as the Parquet holds."""
+    pacsv = pytest.importorskip("pyarrow.csv")
+    from cli import run_cli
+    path = tmp_path / "g.txt"
+    path.write_text("0 1 2.0\n1 2 3.0\n0 3 10.5\n3 4 0.5\n")
+    code, _, err = run_cli("sssp", path, "--source", 0, "--out", tmp_path / "d.csv",
+                           "--backend", "cpu")
+    assert code == 0, err
+    table = pacsv.read_csv(tmp_path / "d.csv")
+    assert str(table.schema.field("distance").type) == "double"
+    assert table["distance"].to_pylist() == [0.0, 2.0, 5.0, 10.5, 11.0]
