@@ -137,7 +137,9 @@ def _file_params(command, args, inp):
     if getattr(args, "geotiff_dir", None) is not None:  # a rerun that asks for them runs
         named["geotiff_dir"] = _geotiff_dir(args, inp)
     if command == "fill":
-        return {"tile": args.tile, "connectivity": args.connectivity, **named}
+        # the route changes no result: not a parameter
+        return {"tile": args.tile, "connectivity": args.connectivity, **named,
+                **{name: getattr(args, name) for name in FILL_OPTIONS if getattr(args, name)}}
     if command == "flow":
         return {"tile": args.tile, "connectivity": args.connectivity,
                 "filled": getattr(args, "filled", False), **named}
@@ -156,12 +158,18 @@ def _file_params(command, args, inp):
             **({"geotiff_dir": named["geotiff_dir"]} if "geotiff_dir" in named else {})}
 
 
+#: fill's options of its result beside the connectivity and outlets (given, they are the
+#: file's parameters)
+FILL_OPTIONS = ("epsilon", "min_depth", "min_area", "hierarchy")
+
+
 def _run_fill(inp, out, args, scheduler):
-    from .fill import run_fill
+    from .fill import IN_CORE_OF_ROUTE, run_fill
     s = run_fill(inp, out, tile=args.tile, connectivity=args.connectivity,
                  outlets=_per_file(args.outlets, inp), backend=args.backend,
                  scheduler=scheduler, overwrite=args.overwrite,
-                 geotiff_dir=_geotiff_dir(args, inp))
+                 geotiff_dir=_geotiff_dir(args, inp), in_core=IN_CORE_OF_ROUTE[args.route],
+                 **{name: getattr(args, name) for name in FILL_OPTIONS})
     return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
 
 
@@ -171,7 +179,7 @@ def _run_flow(inp, out, args, scheduler):
                  outlets=_per_file(args.outlets, inp), weights=_per_file(args.weights, inp),
                  filled=getattr(args, "filled", False), backend=args.backend,
                  scheduler=scheduler, overwrite=args.overwrite,
-                 geotiff_dir=_geotiff_dir(args, inp))
+                 geotiff_dir=_geotiff_dir(args, inp), route=args.route)
     return {k: s[k] for k in ("rows", "cols", "cells", "outlet_cells", "max_accumulation")}
 
 
@@ -184,8 +192,18 @@ RUNNERS = {
     "flow": (_run_flow, ".flow.zarr"),
 }
 # command -> check(args), run before any file: options shared by every file
-CHECKS = {"cost-distance": _check_cost_distance,
-          **{c: _check_connectivity(c) for c in ("mst", "fill", "flow")}}
+def _check_fill(args):
+    """Options of the in-core fill with the tiled route asked: refused before any file."""
+    _check_connectivity("fill")(args)
+    asked = [f"--{name.replace('_', '-')}" for name in FILL_OPTIONS if getattr(args, name)]
+    if asked and args.route == "tiled":
+        raise InputError(f"batch fill: the tiled fill supports --connectivity and --outlets "
+                         f"only: {', '.join(asked)} "
+                         f"{'need' if len(asked) > 1 else 'needs'} the in-core route")
+
+
+CHECKS = {"cost-distance": _check_cost_distance, "fill": _check_fill,
+          **{c: _check_connectivity(c) for c in ("mst", "flow")}}
 
 
 def _is_manifest(path):
@@ -420,7 +438,9 @@ def _why_again(before, ident, params):
     if before.get("identity") != ident:
         return "; its input changed since the earlier batch made it"
     old = before.get("params") or {}
-    differ = [f"{k} {old.get(k)!r} then, {params.get(k)!r} now"
+    def given(d, k):  # an option left out of the parameters was not given
+        return repr(d[k]) if k in d else "not given"
+    differ = [f"{k} {given(old, k)} then, {given(params, k)} now"
               for k in sorted(set(old) | set(params)) if old.get(k) != params.get(k)]
     return f"; the earlier batch made it with other options ({', '.join(differ)})" \
         if differ else ""

@@ -545,6 +545,10 @@ def _format_summary(s):
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
+#: the command line's ``--route`` as :func:`run_fill`'s ``in_core``
+IN_CORE_OF_ROUTE = {"auto": "auto", "in-core": True, "tiled": False}
+
+
 def fill_command(args):
     """``terrain fill DEM [-o OUT.zarr] [--connectivity 4|8] [--outlets FILE] ...``."""
     summary = run_fill(args.input, args.output, tile=args.tile,
@@ -554,7 +558,7 @@ def fill_command(args):
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
                        cog=not args.no_cog,
-                       in_core={"auto": "auto", "in-core": True, "tiled": False}[args.route],
+                       in_core=IN_CORE_OF_ROUTE[args.route],
                        resume=args.resume)
     print(json_text(summary, indent=2) if args.json else _format_summary(summary))
     return 0

@@ -163,6 +163,23 @@ def _check_batch_scopes(args):
             raise InputError(f"batch {args.what}: {flag} is an option of batch {others}")
 
 
+def _add_fill_options(p, batch=False):
+    """The options ``fill`` and ``batch fill`` share."""
+    pre = "fill: " if batch else ""
+    p.add_argument("--epsilon", action="store_true",
+                   help=f"{pre}raise flats and filled depressions by the smallest float32 "
+                        "steps so every cell drains (RichDEM's epsilon fill)")
+    p.add_argument("--min-depth", type=float, default=None, metavar="D",
+                   help=f"{pre}keep depressions at least D deep (their pits drain); fill the "
+                        "others")
+    p.add_argument("--min-area", type=_positive_int, default=None, metavar="A",
+                   help=f"{pre}keep depressions of at least A cells (their pits drain); fill "
+                        "the others")
+    p.add_argument("--hierarchy", action="store_true",
+                   help=f"{pre}also write the depression hierarchy (pits, spill levels, which "
+                        "depressions merge at which level) as the table OUT.zarr/hierarchy")
+
+
 def _add_cost_options(p, batch=False):
     """The options ``cost-distance`` and ``batch cost-distance`` share."""
     pre = "cost-distance: " if batch else ""
@@ -314,20 +331,11 @@ def build_parser():
                         "store, or points (CSV x,y in the DEM's CRS or lon,lat; GeoJSON, "
                         "GeoPackage, Shapefile, FlatGeobuf, KML: reprojected) (default: "
                         "cells on the grid's edge or beside nodata)")
-    p.add_argument("--epsilon", action="store_true",
-                   help="raise flats and filled depressions by the smallest float32 steps so "
-                        "every cell drains (RichDEM's epsilon fill)")
-    p.add_argument("--min-depth", type=float, default=None, metavar="D",
-                   help="keep depressions at least D deep (their pits drain); fill the others")
-    p.add_argument("--min-area", type=_positive_int, default=None, metavar="A",
-                   help="keep depressions of at least A cells (their pits drain); fill the others")
+    _add_fill_options(p)
     p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
                    help="in core (the grid in memory) or tiled (out of core, the quadtree "
                         "walk); default: in core when 24 bytes a cell fit 80%% of the "
                         "available memory (the options that build the forest: 96 in half)")
-    p.add_argument("--hierarchy", action="store_true",
-                   help="also write the depression hierarchy (pits, spill levels, which "
-                        "depressions merge at which level) as the table OUT.zarr/hierarchy")
     _add_backend(p)
     _add_scheduler(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -452,6 +460,11 @@ def build_parser():
     _add_cost_options(scoped.add("cost-distance"), batch=True)
     scoped.add("flow").add_argument("--filled", action="store_true",
                                     help="flow: the DEMs are already depression-filled")
+    _add_fill_options(scoped.add("fill"), batch=True)
+    scoped.add("fill", "flow").add_argument(
+        "--route", choices=("auto", "in-core", "tiled"), default="auto",
+        help="fill, flow: in core (the grid in memory) or tiled (out of core), the same "
+             "result (default: by each file's size and the available memory)")
     stem = "{stem} = the input's stem, else the same file for every input"
     scoped.add("fill", "flow").add_argument(
         "--outlets", action=_Once, default=None, metavar="RASTER|POINTS",

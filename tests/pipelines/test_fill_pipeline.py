@@ -250,6 +250,34 @@ def test_batch_fill(tmp_path, capsys):
                          fill_depressions(zs[k], 4, backend="cpu"))
 
 
+def test_batch_fill_takes_the_fill_options(tmp_path, capsys):
+    """``batch fill`` had none of fill's --epsilon, --min-depth, --min-area, --hierarchy,
+    --route: its files are what ``fill`` gives with them, and a rerun with other options
+    is not taken for done."""
+    d = tmp_path / "rasters"
+    d.mkdir()
+    _, z = _asc(d, _dem(31, (24, 18)))
+    options = ("--epsilon", "--min-depth", "1.5", "--hierarchy")
+    rc, _, se = run_main(capsys, "batch", "fill", d, "-o", tmp_path / "out", *options)
+    assert rc == 0, se
+    _assert_store_is(tmp_path / "out" / "dem.fill.zarr",
+                     fill_depressions(z, 8, epsilon=True, min_depth=1.5, backend="cpu"))
+    assert (tmp_path / "out" / "dem.fill.zarr" / "hierarchy").is_dir()
+    rc, so, se = run_main(capsys, "batch", "fill", d, "-o", tmp_path / "out", "--json")
+    assert rc == 1 and "made it with other options (epsilon True then, not given now" in se, se  # not skipped
+    rc, so, se = run_main(capsys, "batch", "fill", d, "-o", tmp_path / "out", "--json",
+                          "--overwrite")
+    assert rc == 0 and json.loads(so)[0]["status"] == "done", se
+    _assert_store_is(tmp_path / "out" / "dem.fill.zarr", fill_depressions(z, 8, backend="cpu"))
+    rc, _, se = run_main(capsys, "batch", "fill", d, "-o", tmp_path / "o2", "--epsilon",
+                         "--route", "tiled")
+    assert rc == 2 and se.strip() == ("terrain: batch fill: the tiled fill supports "
+                                      "--connectivity and --outlets only: --epsilon needs the "
+                                      "in-core route"), se
+    rc, _, se = run_main(capsys, "batch", "flow", d, "-o", tmp_path / "o3", "--min-area", "3")
+    assert rc == 2 and "--min-area is an option of batch fill" in se, se
+
+
 @pytest.mark.parametrize("in_core", [True, False])
 def test_write_filled_for_another_pipeline(tmp_path, small_shards, monkeypatch, in_core):
     """pipelines.fill.write_filled: only ``filled``, into a store another pipeline made
