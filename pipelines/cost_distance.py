@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.backend import Backend, get_backend
+from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
+from terrain.io import available_memory
 from terrain.io.georef import check_weight_units, finish_store
 from terrain.io.outputs import check_outputs, json_text, output_beside, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
@@ -67,18 +68,10 @@ def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="au
     be = get_backend(backend)
     need = incore_bytes(shape, has_friction)
     if memory_bytes is None:
-        memory_bytes = be.select(_free_host_bytes, Backend.free_bytes)(be)
-    if memory_bytes is None or need <= memory_bytes // 2:
+        memory_bytes = be.select(available_memory, be.free_bytes)()
+    if need <= memory_bytes // 2:
         return "in-core"
     return be.select("blocked", "tiled")
-
-
-def _free_host_bytes(be=None):
-    try:
-        import psutil
-        return psutil.virtual_memory().available
-    except Exception:  # noqa: BLE001 - no psutil: assume it fits
-        return None
 
 
 def parse_pair(text, what, cast=float):
@@ -255,7 +248,7 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
                          f"one; this run is {algorithm}")
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import blocked_spec
-        blocked_spec(spec, _free_host_bytes() if memory_bytes is None else memory_bytes,
+        blocked_spec(spec, available_memory() if memory_bytes is None else memory_bytes,
                      reuse, backend)
     if reuse_kind == "in-core":
         spec["reuse_incore"] = check_incore_reuse(reuse, spec, inp, friction, gt)

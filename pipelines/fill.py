@@ -28,6 +28,7 @@ from terrain.backend import get_backend
 from terrain.errors import InputError, naming
 from terrain.hydrology import (LAKE_LABELS, SINKS_MEANING, FillSpec, fill_depressions,
                                fill_walks)
+from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, write_georeference
 from terrain.io.outputs import json_text, output_beside
@@ -109,8 +110,7 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     if forest and (int(shape[0]) + 2) * (int(shape[1]) + 2) >= 2**31:
         return "tiled"
     if available is None:
-        import psutil
-        available = psutil.virtual_memory().available
+        available = available_memory()
     if forest:
         return "in-core" if cells * FOREST_BYTES_PER_CELL <= available / 2 else "tiled"
     return "in-core" if cells * IN_CORE_BYTES_PER_CELL <= 0.8 * available else "tiled"

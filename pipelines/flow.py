@@ -37,6 +37,7 @@ from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_
                                direction_group, direction_pass, fill_depressions,
                                fill_fits_on_device, flow_accumulation, flow_directions,
                                flow_fits_on_device, forget_flat_states, group_totals)
+from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, warn_degrees, write_georeference
 from terrain.io.outputs import json_text, output_beside
@@ -109,8 +110,7 @@ def flow_route(shape, route="auto", memory_bytes=None, backend=None):
     if route != "auto":
         return route
     if memory_bytes is None:
-        import psutil
-        memory_bytes = psutil.virtual_memory().available
+        memory_bytes = available_memory()
     cells = shape[0] * shape[1]
     if backend is not None and flow_fits_on_device(shape, backend):
         from .fill import IN_CORE_BYTES_PER_CELL as FILL_BYTES

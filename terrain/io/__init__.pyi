@@ -1,4 +1,5 @@
-from ._buffers import BUFFERS, BufferPool, available_memory
+from ._buffers import BUFFERS, BufferPool
+from ._memory import available_memory
 from ._parse import nan_min_max
 from ._parse_gpu import parse_grid_on_device, pinned_empty
 from .ascii_grid import (AsciiGrid, check_geometry, float32_value, looks_like_ascii_grid,

@@ -3,28 +3,11 @@ fresh pages of a large band costs about as much as parsing its text, so the task
 ingest reuse them; the pool is emptied when the ingest finishes.
 """
 
-import os
 import threading
 
 import numpy as np
 
-__all__ = ["BufferPool", "BUFFERS", "available_memory"]
-
-
-def available_memory():
-    """Bytes of memory a new allocation can take without swapping (``MemAvailable``, else
-    the physical memory)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
+__all__ = ["BufferPool", "BUFFERS"]
 
 
 class BufferPool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from ._buffers import available_memory
+from ._memory import available_memory
 from .outputs import atomic_output, check_output_free, format_bytes
 from ..errors import InputError
 
