@@ -7,10 +7,12 @@ anywhere (:class:`terrain.errors.InputError`) becomes one line on stderr and sta
 
 import argparse
 import contextlib
+import errno
 import functools
 import logging
 import os
 import re
+import resource
 import sys
 import types
 import warnings
@@ -718,6 +720,38 @@ def _stopped(stop):
     return 128 + signum
 
 
+def out_of_open_files(error):
+    """The one line for ``error`` when it, or one of its causes, is a process or system out
+    of file descriptors (``EMFILE``, ``ENFILE``, or a library's message saying so), wherever
+    it came up (a lock, a library's import, GDAL opening a file); else None."""
+    seen, visited = error, set()
+    while seen is not None and id(seen) not in visited:
+        visited.add(id(seen))
+        code = seen.errno if isinstance(seen, OSError) else None
+        if code == errno.ENFILE or os.strerror(errno.ENFILE) in str(seen):
+            return ("too many open files in the system: the kernel's table of open files "
+                    "is full (fs.file-max)")
+        if code == errno.EMFILE or os.strerror(errno.EMFILE) in str(seen):
+            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            return (f"too many open files: this process may open {limit} (ulimit -n); "
+                    "raise the limit")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextlib.contextmanager
+def _open_files_said():
+    """Running out of file descriptors as one line (an :class:`InputError`), whatever error
+    it surfaced as: the outputs' partials are gone by then (atomic_output)."""
+    try:
+        yield
+    except Exception as e:
+        said = out_of_open_files(e)
+        if said is None:
+            raise
+        raise InputError(said) from None
+
+
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(join_negative_values(sys.argv[1:] if argv is None
@@ -730,7 +764,7 @@ def main(argv=None):
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     urls = _store_urls(args)  # as given: staging replaces them
     try:
-        with terminate_raises():
+        with terminate_raises(), _open_files_said():
             # URL inputs/outputs (s3://, memory://, ...) staged here, published after
             # (on a cluster given by address, the commands of
             # pipelines.cluster.SHARE_NOTHING_COMMANDS open the stores there themselves)

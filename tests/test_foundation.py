@@ -1,5 +1,6 @@
 """Backend switch, atomic outputs, Morton codes, the CLI's usage errors."""
 
+import errno
 import importlib
 import os
 import signal
@@ -149,6 +150,31 @@ def test_atomic_output_leaves_nothing_on_failure(tmp_path):
     assert target.read_text() == "again"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
 
+
+
+def test_an_output_that_used_up_the_open_files_leaves_nothing(tmp_path):
+    """A run whose descriptors ran out (``ulimit -n``) while it wrote a store: removing the
+    partial, four folders deep, needs descriptors too, and left it whole."""
+    code = """if True:
+        import os, resource, sys
+        from terrain.io.outputs import atomic_output
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        held = []
+        try:
+            with atomic_output("out.zarr") as tmp:
+                for layer in ("a", "b"):
+                    os.makedirs(tmp / layer / "c" / "0")
+                    (tmp / layer / "c" / "0" / "0").write_bytes(b"shard")
+                while True:  # every descriptor taken, as a run's files, threads and locks do
+                    held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError as e:
+            print(e.strerror)
+        print(sorted(os.listdir(".")))
+    """
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [os.strerror(errno.EMFILE), "[]"]
 
 
 def test_a_resumed_output_says_it_resumes_only_a_partial_with_finished_steps(tmp_path):

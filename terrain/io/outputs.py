@@ -28,6 +28,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -645,6 +646,53 @@ def staged_path(path):
     return partial_path(write_path(path))
 
 
+class _SpareDescriptors:
+    """Descriptors held while outputs are written, let go as a failed one is cleared: a run
+    that used up its limit of open files (``ulimit -n``) still has the few that removing its
+    partials takes (``shutil.rmtree`` holds one a folder level and one more while it lists a
+    folder: a store's shards lie four folders deep). Taken by the first output of the
+    process, closed when the last one ends; a limit too low for them is refused before
+    anything is written."""
+
+    COUNT = 6
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._users = 0
+        self._fds = []
+
+    @contextlib.contextmanager
+    def held(self):
+        with self._lock:
+            if self._users == 0:
+                try:
+                    while len(self._fds) < self.COUNT:
+                        self._fds.append(os.open(os.devnull, os.O_RDONLY))
+                except OSError:  # too few to begin: refused before anything is written
+                    self._close()
+                    raise
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._close()
+
+    def let_go(self):
+        """Close them: a failed output's clean-up begins."""
+        with self._lock:
+            self._close()
+
+    def _close(self):
+        while self._fds:
+            os.close(self._fds.pop())
+
+
+_SPARES = _SpareDescriptors()
+
+
 @contextlib.contextmanager
 def _staging(companions, notify):
     """Companions staged in the block (their folder made), each held by its lock; an error
@@ -663,6 +711,7 @@ def _staging(companions, notify):
             try:
                 yield
             except BaseException as e:
+                _SPARES.let_go()
                 gone = [c for c, f in zip(companions, folders) if _folder_gone(f, c.parent)]
                 for c, f in zip(companions, folders):
                     _remove_in(f, staged_path(c).name)
@@ -671,6 +720,7 @@ def _staging(companions, notify):
                     raise _folder_gone_error(gone[0]) from None
                 raise
     except BaseException:
+        _SPARES.let_go()
         for f in made:
             shutil.rmtree(f, ignore_errors=True)
         raise
@@ -790,7 +840,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
         _check_replaceable(c, c, overwrite)
     target = write_path(given)
     tmp = partial_path(target, key)
-    with hold_lock(target) as folder, _staging(companions, notify):
+    with _SPARES.held(), hold_lock(target) as folder, _staging(companions, notify):
         if _finish_swaps(target, given, notify) and not overwrite:
             _check_replaceable(given, target, overwrite)  # there again: as if it never went
         for trash in _trash(target):  # a removal that did not finish (its process killed)
@@ -827,6 +877,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             if _folder_gone(folder, target.parent):  # its rename would fail or go astray
                 raise _folder_gone_error(given)
         except BaseException as e:
+            _SPARES.let_go()
             # a folder removed or moved: the run's writes there failed, whatever they said;
             # its partial goes, from where the folder is now
             gone = isinstance(e, Exception) and _folder_gone(folder, target.parent)

@@ -23,7 +23,7 @@ from cli import assert_one_line_error, child_env
 SYNC = ("--scheduler", "synchronous")
 
 
-def _run(*argv, cwd, fsize=None):
+def _run(*argv, cwd, fsize=None, nofile=None):
     env = child_env()
 
     def limit():
@@ -31,6 +31,8 @@ def _run(*argv, cwd, fsize=None):
         if fsize is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() fails with EFBIG instead
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
     return subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)], cwd=cwd,
                           env=env, capture_output=True, text=True, preexec_fn=limit,
@@ -134,6 +136,22 @@ def test_geotiff_over_the_file_size_limit_is_one_line(tmp_path, dem_store, comma
     assert_one_line_error(proc, f"terrain: {named.format(cwd=tmp_path)}: File too large "
                                 "while writing the GeoTIFFs; nothing written")
     assert os.listdir(tmp_path / "o") == []
+
+
+@pytest.mark.parametrize("nofile", [16, 24])
+@pytest.mark.parametrize("command", sorted(GEOTIFF_COMMANDS))
+def test_too_few_open_files_is_one_line_and_leaves_nothing(tmp_path, command, nofile):
+    """``ulimit -n 16``: the GeoTIFF's lock refused said ``gt: cannot write there (Too many
+    open files)`` and left the store's partial (its removal ran out of descriptors too);
+    ``ulimit -n 24``: an import's ``OSError`` traceback, exit 1. One line naming the limit
+    now, and nothing left."""
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 60, 80, seed=3)
+    proc = _run(command, "g.asc", "-o", "x.zarr", "--geotiff-dir", "gt",
+                *GEOTIFF_COMMANDS[command], *SYNC, cwd=tmp_path, nofile=nofile)
+    assert_one_line_error(proc, f"terrain: too many open files: this process may open "
+                                f"{nofile} (ulimit -n); raise the limit")
+    assert os.listdir(tmp_path) == ["g.asc"]
 
 
 @pytest.mark.parametrize("command", sorted(GEOTIFF_COMMANDS))
