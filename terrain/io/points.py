@@ -510,23 +510,33 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
 
 
 @contextlib.contextmanager
-def _gpkg_date():
-    """A GeoPackage records when it was written (``gpkg_contents.last_change``), so two runs
-    of one job write other bytes: with ``SOURCE_DATE_EPOCH`` set (the reproducible-builds
-    convention, which GDAL does not read) that time instead, for outputs identical byte for
-    byte (GDAL's ``OGR_CURRENT_DATE``, restored after)."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if not epoch.isdigit():
+def _ogr_options(driver):
+    """GDAL's options for writing a ``driver`` file (restored after). A GeoPackage records
+    when it was written (``gpkg_contents.last_change``), so two runs of one job write other
+    bytes: with ``SOURCE_DATE_EPOCH`` set (the reproducible-builds convention, which GDAL
+    does not read) that time instead, for outputs identical byte for byte
+    (``OGR_CURRENT_DATE``). And SQLite keeps no rollback journal (``OGR_SQLITE_JOURNAL``):
+    the file is a partial that is removed on failure and renamed into place when whole,
+    and a failed write rolled back shrank it below the file size limit it met, which then
+    read as a "disk I/O error" (:func:`terrain.io.outputs.disk_full_reason` sees a file
+    grown to the limit)."""
+    options = {}
+    if driver == "GPKG":
+        options["OGR_SQLITE_JOURNAL"] = "OFF"
+        epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+        if epoch.isdigit():
+            when = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc)
+            options["OGR_CURRENT_DATE"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not options:
         yield
         return
     import pyogrio
-    when = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc)
-    before = pyogrio.get_gdal_config_option("OGR_CURRENT_DATE")
-    pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": when.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    before = {k: pyogrio.get_gdal_config_option(k) for k in options}
+    pyogrio.set_gdal_config_options(options)
     try:
         yield
     finally:
-        pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": before})
+        pyogrio.set_gdal_config_options(before)
 
 
 def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown, types=None):
@@ -552,7 +562,7 @@ def _write_ogr_lines(target, lines, properties, crs, driver, layer, shown, types
     suffix = next(k for k, v in LINE_FORMATS.items() if v == driver)
     named = target if target.suffix.lower() == suffix else target.with_name(target.name + suffix)
     try:
-        with warnings.catch_warnings(), _gpkg_date(), gdal_path(named) as path:
+        with warnings.catch_warnings(), _ogr_options(driver), gdal_path(named) as path:
             # a grid without a CRS has none to give (the summary says so)
             warnings.filterwarnings("ignore", "'crs' was not provided")
             pyogrio.raw.write(path, geometry, fields, names, driver=driver,

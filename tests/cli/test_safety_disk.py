@@ -390,13 +390,19 @@ def test_vector_lines_on_a_full_disk_keep_the_old_file(small, vector_sources, co
     assert out.read_bytes() == good and sorted(os.listdir(small)) == ["ballast", out.name]
 
 
+@pytest.mark.parametrize("suffix, fsize", [(".fgb", 8 << 10), (".fgb", 12 << 10),
+                                           (".gpkg", 8 << 10), (".gpkg", 96 << 10)])
 @pytest.mark.parametrize("command", sorted(VECTOR_RUNS))
-def test_flatgeobuf_over_the_file_size_limit_is_one_line(tmp_path, vector_sources, command):
+def test_vector_lines_over_the_file_size_limit_are_one_line(tmp_path, vector_sources, command,
+                                                           suffix, fsize):
     """OGR's error names no errno ("Unexpected I/O failure: writing feature"): the file
-    written, grown to the limit, says why."""
+    written, grown to the limit, says why. SQLite rolled a GeoPackage's failed write back
+    below the limit, which said "disk I/O error", "Failed to commit transaction" or "no
+    such table: gpkg_contents" by where the limit fell."""
     head, _, large = VECTOR_RUNS[command]
-    proc = _run(*head(vector_sources), *large, "-o", "lines.fgb", cwd=tmp_path, fsize=8 << 10)
-    assert_one_line_error(proc, f"terrain: lines.fgb: File too large in {tmp_path}; "
+    proc = _run(*head(vector_sources), *large, "-o", f"lines{suffix}", cwd=tmp_path,
+                fsize=fsize)
+    assert_one_line_error(proc, f"terrain: lines{suffix}: File too large in {tmp_path}; "
                                 "nothing written")
     assert os.listdir(tmp_path) == []
 
