@@ -579,7 +579,7 @@ __global__ void step_seed_decide(const i64* __restrict__ indptr,
 // array of WT = long long | double; "unreached" is `inf` (2**62 for integers, +inf for reals).
 // A 64-bit atomicMin on the bit pattern orders non-negative doubles like their values.
 
-#include "_dist.cuh"  // is_tight
+#include "_dist.cuh"  // is_tight, dist_add
 
 // Canonical predecessors, pass 1: pred[v] = the smallest u with dist[u] < dist[v] and
 // dist[u] + w(u, v) == dist[v] (atomicMin over the tails; pred starts at LLONG_MAX).
@@ -599,8 +599,9 @@ __global__ void sssp_parents(const i64* __restrict__ indptr, const IT* __restric
     }
 }
 
-// Pass 2 (zero-weight arcs only): hop levels inside classes of equal distance. Vertices with
-// hops == level label their zero-weight, equal-distance heads that have no label yet.
+// Pass 2 (where a reached vertex has no strictly closer tight tail): hop levels over
+// zero-length arcs, dist[u] + w == dist[u] == dist[v] (a zero weight, or one absorbed in the
+// sum). Vertices with hops == level label their zero-length heads that have no label yet.
 template <typename IT, typename WT>
 __global__ void zero_hop_level(const i64* __restrict__ indptr, const IT* __restrict__ indices,
                                const WT* __restrict__ weights, const WT* __restrict__ dist,
@@ -612,7 +613,7 @@ __global__ void zero_hop_level(const i64* __restrict__ indptr, const IT* __restr
         const WT du = dist[u];
         for (i64 e = indptr[u]; e < indptr[u + 1]; ++e) {
             const IT v = indices[e];
-            if (weights[e] == (WT)0 && dist[v] == du && hops[v] < 0) {
+            if (dist[v] == du && dist_add(du, weights[e]) == du && hops[v] < 0) {
                 hops[v] = level + 1;
                 *changed = 1;
             }
@@ -620,8 +621,7 @@ __global__ void zero_hop_level(const i64* __restrict__ indptr, const IT* __restr
     }
 }
 
-// Pass 3: a vertex of hop level h > 0 takes the smallest zero-weight, equal-distance tail of
-// level h - 1.
+// Pass 3: a vertex of hop level h > 0 takes the smallest zero-length tail of level h - 1.
 template <typename IT, typename WT>
 __global__ void zero_parents(const i64* __restrict__ indptr, const IT* __restrict__ indices,
                              const WT* __restrict__ weights, const WT* __restrict__ dist,
@@ -634,7 +634,7 @@ __global__ void zero_parents(const i64* __restrict__ indptr, const IT* __restric
         const WT du = dist[u];
         for (i64 e = indptr[u]; e < indptr[u + 1]; ++e) {
             const IT v = indices[e];
-            if (weights[e] == (WT)0 && dist[v] == du && hops[v] == h + 1)
+            if (dist[v] == du && dist_add(du, weights[e]) == du && hops[v] == h + 1)
                 atomicMin(pred + v, (long long)u);
         }
     }

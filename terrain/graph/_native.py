@@ -286,14 +286,15 @@ def sssp_parents(indptr, indices, weights, dist, inf, pred, pull=False):
 
 
 def zero_hop_level(indptr, indices, weights, dist, hops, level):
-    """Hop level ``level + 1`` (int32 ``hops``, -1 unset) for the vertices a zero-weight arc
-    from level ``level`` reaches at the same distance; whether any was."""
+    """Hop level ``level + 1`` (int32 ``hops``, -1 unset) for the vertices a zero-length arc
+    (``dist[u] + w == dist[u] == dist[v]``: a zero weight, or one absorbed in the sum) from
+    level ``level`` reaches; whether any was."""
     return bool(_weighted("terrain_zero_hop_level", indices, weights, dist)(
         _p(indptr), _p(indices), _p(weights), dist.shape[0], _p(dist), _p(hops), int(level)))
 
 
 def zero_parents(indptr, indices, weights, dist, hops, pred):
-    """Behind zero-weight arcs, ``pred`` = the smallest zero-weight tail one hop level closer."""
+    """Behind zero-length arcs, ``pred`` = the smallest zero-length tail one hop level closer."""
     _weighted("terrain_zero_parents", indices, weights, dist)(
         _p(indptr), _p(indices), _p(weights), dist.shape[0], _p(dist), _p(hops), _p(pred))
 

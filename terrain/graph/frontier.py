@@ -83,16 +83,28 @@ class FrontierCore:
 
     def sssp_parents(self, dist, weights, inf, sources):
         """Canonical predecessors of final SSSP distances: the smallest tight tail ``u`` with
-        ``dist[u] < dist[v]``; behind zero-weight arcs, the smallest zero-weight tail one hop
-        level closer (docs/graphs.md, "SSSP"), so they form a forest rooted at the sources."""
+        ``dist[u] < dist[v]``; behind zero-length arcs, the smallest such tail one hop level
+        closer (docs/graphs.md, "SSSP"), so they form a forest rooted at the sources."""
+        pred = self.backend.xp.full(self.n, np.iinfo(np.int64).max, np.int64)
+        self.ops.sssp_parents(dist, weights, inf, pred)
+        return self.zero_length_parents(dist, weights, inf, sources, pred)
+
+    def zero_length_parents(self, dist, weights, inf, sources, pred):
+        """Completes ``pred`` of the first pass (the smallest strictly closer tight tail,
+        INT64_MAX where none) and returns it, -1 at sources and unreached vertices. A reached
+        vertex without such a tail lies behind zero-length arcs: tight arcs ``u -> v`` with
+        ``dist[u] == dist[v]``, whose weight is zero or absorbed in the sum (``dist[u] + w ==
+        dist[u]`` for a small ``w > 0``); it takes the smallest zero-length tail one hop
+        level closer, levels counted from the sources and the first pass's vertices."""
         xp = self.backend.xp
         big = np.iinfo(np.int64).max
-        pred = xp.full(self.n, big, np.int64)
-        ops = self.ops
-        ops.sssp_parents(dist, weights, inf, pred)
-        if self.nnz and bool((weights == 0).any()):
-            hops = xp.where((dist != inf) & (pred != big), 0, -1).astype(np.int32)
-            hops[xp.asarray(sources)] = 0
+        sources = xp.asarray(sources)
+        reached = dist != inf
+        unsettled = reached & (pred == big)
+        unsettled[sources] = False
+        if bool(unsettled.any()):
+            hops = xp.where(reached & ~unsettled, 0, -1).astype(np.int32)
+            ops = self.ops
             level = 0
             while ops.zero_hop_level(dist, weights, hops, level):
                 level += 1

@@ -250,7 +250,8 @@ class _CpuSearch:
             and sv.w_max <= min(DIAL_MAX_WEIGHT, 4 * g.n + 16) else None
         pred = None
         if shift is not None:
-            # predecessors kept while relaxing when no weight is zero
+            # predecessors kept while relaxing when no weight is zero (integer weights:
+            # no sum absorbs a positive one, so every tight tail is strictly closer)
             fused = predecessors and not sv.has_zero
             label = np.full(g.n, np.iinfo(np.int64).max, np.int64)
             # the weights as stored (int32 ones stream half the bytes; sums are int64)
@@ -306,7 +307,6 @@ class _GpuSearch:
             self.stamp = cp.empty(n, np.int32)
             self.in_far = cp.empty(n, np.int32)
             self.settled = cp.empty(n, np.uint8)
-            self.pred = cp.empty(n, np.int64)
             self.queues = tuple(cp.empty(n, core.index_dtype) for _ in range(4))
             self.ctl = cp.zeros(_C_WORDS, np.int64)
             self.wctl = cp.zeros(4, wdt)
@@ -325,16 +325,13 @@ class _GpuSearch:
 
     def _preds(self, dist, src):
         sv = self.s
-        if sv.has_zero:
-            return sv.core.sssp_parents(dist, sv.w, sv.inf, sv.backend.asarray(src))
-        # no zero weights: pass 1 of the core's rule is the whole rule; run it
-        # load-balanced (hub lists over a block), which matters on scale-free graphs
-        big = np.iinfo(np.int64).max
-        self.pred.fill(big)
+        # pass 1 of the core's rule load-balanced (hub lists over a block), which matters
+        # on scale-free graphs; the core completes it behind zero-length arcs
+        pred = self.cp.full(sv.graph.n, np.iinfo(np.int64).max, np.int64)
         self.k["tight_tails"]((self.blocks,), (_BLOCK,), (
             sv.core.indptr, sv.core.indices, sv.w, dist, sv.weights.dtype.type(sv.inf),
-            self.pred, np.int64(sv.graph.n)))
-        return self.cp.where(self.pred == big, np.int64(-1), self.pred)
+            pred, np.int64(sv.graph.n)))
+        return sv.core.zero_length_parents(dist, sv.w, sv.inf, sv.backend.asarray(src), pred)
 
     def _search(self, src, algorithm, delta):
         sv = self.s

@@ -3675,8 +3675,9 @@ static inline int sssp_bucket(uint64_t x) {
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
-    /* behind zero-weight arcs: hops[v] = level + 1 for the vertices a zero-weight arc from    \
-     * level `level` reaches at the same distance (-1: not yet); returns whether any was */    \
+    /* behind zero-length arcs (dist[u] + w == dist[u] == dist[v]: a zero weight, or one       \
+     * absorbed in the sum): hops[v] = level + 1 for the vertices such an arc from level       \
+     * `level` reaches (-1: not yet); returns whether any was */                               \
     int terrain_zero_hop_level_##IN##_##WN(const int64_t *indptr, const IT *indices,           \
                                            const WT *w, int64_t n, const WT *dist,             \
                                            int32_t *hops, int32_t level) {                     \
@@ -3686,7 +3687,7 @@ static inline int sssp_bucket(uint64_t x) {
             const WT du = dist[u];                                                             \
             for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
                 const IT v = indices[e];                                                       \
-                if (w[e] == 0 && dist[v] == du && hops[v] < 0) {                               \
+                if (dist[v] == du && du + w[e] == du && hops[v] < 0) {                         \
                     hops[v] = level + 1;                                                       \
                     changed = 1;                                                               \
                 }                                                                              \
@@ -3694,7 +3695,7 @@ static inline int sssp_bucket(uint64_t x) {
         }                                                                                      \
         return changed;                                                                        \
     }                                                                                          \
-    /* pred[v] = the smallest zero-weight tail one hop level closer */                         \
+    /* pred[v] = the smallest zero-length tail one hop level closer */                         \
     void terrain_zero_parents_##IN##_##WN(const int64_t *indptr, const IT *indices,            \
                                           const WT *w, int64_t n, const WT *dist,              \
                                           const int32_t *hops, int64_t *pred) {                \
@@ -3704,7 +3705,7 @@ static inline int sssp_bucket(uint64_t x) {
             const WT du = dist[u];                                                             \
             for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
                 const IT v = indices[e];                                                       \
-                if (w[e] == 0 && dist[v] == du && hops[v] == h + 1 && u < pred[v])             \
+                if (dist[v] == du && du + w[e] == du && hops[v] == h + 1 && u < pred[v])       \
                     pred[v] = u;                                                               \
             }                                                                                  \
         }                                                                                      \

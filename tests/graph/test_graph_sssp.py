@@ -27,6 +27,8 @@ def _random_graph(seed, n, m, kind, directed, zero=False):
             w[rng.random(m) < 0.3] = 0.0
     elif kind == "float32":
         w = (rng.random(m) * 10).astype(np.float32)
+    elif kind == "absorbed":   # sums that swallow the small weights: zero-length arcs
+        w = rng.choice([1e-300, 1e-9, 1.0, 1e8], m)
     else:
         w = rng.integers(0 if zero else 1, 30, m).astype(np.int32 if kind == "int32" else np.int64)
     return as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=directed)
@@ -107,6 +109,83 @@ def test_zero_weights_give_an_acyclic_deterministic_forest(kind):
                 path.append(p)
                 assert len(path) <= g.n
             assert path[-1] in sources
+
+
+def _canonical_pred(g, dist, sources):
+    """docs/graphs.md's predecessor rule written out from the arcs: the smallest strictly
+    closer tight tail; else the smallest tail one hop level closer over tight arcs inside the
+    vertex's class of equal distance (zero weights, or weights absorbed in the sum), levels
+    counted from the sources and the vertices with a strictly closer tail."""
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    arcs = list(zip(rows.tolist(), g.indices.tolist(), g.weights.astype(np.float64).tolist()))
+    pred = _brute_pred(g, dist)
+    level = {v: 0 for v in list(pred) + [int(s) for s in sources]}
+    frontier, h = sorted(level), 0
+    while frontier:
+        reached_now = {}
+        for u, v, x in arcs:
+            if level.get(u) == h and v not in level and dist[u] == dist[v] \
+                    and dist[u] + x == dist[v]:
+                reached_now[v] = min(reached_now.get(v, u), u)
+        level.update((v, h + 1) for v in reached_now)
+        pred.update(reached_now)
+        frontier, h = list(reached_now), h + 1
+    return pred
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_weights_absorbed_in_the_sum_still_give_a_forest_rooted_at_the_sources(directed):
+    """fl(d(u) + w) == d(u) for some w > 0 (1e-300 after 1.0, 1e-9 after 1e8): the vertex
+    behind such an arc sits at its tail's distance and is reached through it, so it takes a
+    predecessor by the hop-level rule, as behind a zero-weight arc. Distances equal
+    networkx's (the same left folds), predecessors the written-out rule, every chain tight
+    and ending at a source."""
+    cases = [(4, [0, 2], [2, 3], [1.0, 1e-300], [0]),
+             (5, [0, 2, 3], [2, 3, 4], [1e8, 1e-9, 1e8], [0])]
+    rng = np.random.default_rng(7)
+    for seed in range(12):
+        n, m = 30, 70
+        u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+        w = rng.choice([1e-300, 1e-9, 1.0, 1e8, 0.0], m, p=[0.3, 0.3, 0.2, 0.15, 0.05])
+        cases.append((n, u.tolist(), v.tolist(), w.tolist(), [0, 5] if seed % 3 else [0]))
+    for n, u, v, w, sources in cases:
+        G = (nx.DiGraph if directed else nx.Graph)()
+        G.add_nodes_from(range(n))
+        for a, b, x in zip(u, v, w):
+            if a != b and (not G.has_edge(a, b) or x < G[a][b]["weight"]):
+                G.add_edge(a, b, weight=x)
+        g = as_graph(G, directed=directed)
+        want = nx.multi_source_dijkstra_path_length(G, set(sources))
+        canonical = None
+        for algorithm in ALGS:
+            r = sssp(g, sources, algorithm=algorithm, backend="cpu")
+            assert {x: r.dist[x] for x in np.flatnonzero(r.reached)} == want
+            if canonical is None:
+                canonical = _canonical_pred(g, r.dist, sources)
+            assert {x: int(r.pred[x]) for x in canonical} == canonical, algorithm
+            for x in np.flatnonzero(r.reached):
+                chain = [int(x)]
+                while r.pred[chain[-1]] >= 0:
+                    p = int(r.pred[chain[-1]])
+                    assert r.dist[p] + G[p][chain[-1]]["weight"] == r.dist[chain[-1]]
+                    chain.append(p)
+                    assert len(chain) <= n
+                assert chain[-1] in sources, (algorithm, chain)
+
+
+def test_cli_sssp_names_the_predecessor_behind_an_absorbed_weight(tmp_path):
+    """The 1e-9 edge vanishes into 1e8: vertex 3 is reached at 1e8 through vertex 2."""
+    from cli import run_cli
+    path = tmp_path / "absorbed.txt"
+    path.write_text("0 2 100000000.0\n2 3 0.000000001\n3 4 100000000.0\n")
+    code, _, err = run_cli("sssp", path, "--source", 0, "--out", tmp_path / "d.csv",
+                           "--backend", "cpu")
+    assert code == 0, err
+    t = _table(tmp_path / "d.csv")
+    G = nx.Graph([(0, 2, {"weight": 1e8}), (2, 3, {"weight": 1e-9}), (3, 4, {"weight": 1e8})])
+    want = nx.single_source_dijkstra_path_length(G, 0)
+    assert dict(zip(t["id"].tolist(), t["distance"].tolist())) == want
+    assert dict(zip(t["id"].tolist(), t["predecessor"].tolist())) == {0: -1, 2: 0, 3: 2, 4: 3}
 
 
 def test_networkx_ids_directed_and_unreachable():
@@ -192,13 +271,15 @@ def test_an_mst_total_beyond_float64_is_inf():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["int64", "float", "float32"])
+@pytest.mark.parametrize("kind", ["int64", "float", "float32", "absorbed"])
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("algorithm", ["crauser", "delta", "auto"])
 def test_gpu_equals_cpu_dijkstra(kind, directed, algorithm):
     for seed, zero in ((1, False), (2, True)):
         g = _random_graph(seed, 3000, 20000, kind, directed, zero=zero and kind != "float32")
         cpu = sssp(g, [0, 5], algorithm="dijkstra", backend="cpu")
+        if kind == "absorbed":   # the hop-level rule is exercised
+            assert np.count_nonzero(cpu.reached & (cpu.pred < 0)) == 2
 
         def run(backend):
             if not backend.is_gpu:

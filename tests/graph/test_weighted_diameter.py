@@ -73,6 +73,37 @@ def test_cli_weighted(tmp_path):
     assert code == 2 and "--weighted" in err
 
 
+def test_endpoints_and_path_across_weights_absorbed_in_the_sum(tmp_path):
+    """A 1e-9 edge between two 1e8 edges vanishes in the sum: the path from the farthest
+    pair still runs end to end (networkx's periphery), weighing the diameter exactly (the
+    same left fold), on random graphs with absorbed weights too and on the command line."""
+    chain = nx.Graph([(0, 2, {"weight": 1e8}), (2, 3, {"weight": 1e-9}),
+                      (3, 4, {"weight": 1e8})])
+    graphs = [chain]
+    rng = np.random.default_rng(12)
+    for seed in range(20):
+        G = nx.gnm_random_graph(int(rng.integers(4, 30)), int(rng.integers(6, 60)), seed=seed)
+        for a, b in G.edges():
+            G[a][b]["weight"] = float(rng.choice([1e-300, 1e-9, 1.0, 1e8]))
+        graphs.append(G)
+    for G in graphs:
+        H = G.subgraph(max(nx.connected_components(G), key=lambda c: (len(c), -min(c))))
+        if H.number_of_nodes() < 2:
+            continue
+        r = weighted_diameter(G, extremes=True, backend="cpu")
+        assert r.diameter == nx.diameter(H, weight="weight")
+        assert set(r.endpoints) <= set(nx.periphery(H, weight="weight"))
+        assert (r.path[0], r.path[-1]) == r.endpoints
+        assert nx.path_weight(H, r.path, "weight") == r.diameter
+    path = tmp_path / "absorbed.txt"
+    path.write_text("0 2 100000000.0\n2 3 0.000000001\n3 4 100000000.0\n")
+    code, out, err = run_cli("diameter", path, "--weighted", "--json", "--backend", "cpu")
+    assert code == 0, err
+    s = json.loads(out)
+    assert sorted(s["endpoints"]) == [0, 4] and s["diameter"] == 2e8
+    assert s["path"] in ([0, 2, 3, 4], [4, 3, 2, 0])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["int", "float"])
 def test_cpu_and_gpu_identical(kind):
