@@ -175,15 +175,12 @@ class TiledStoreGpuOps:
         self.be = be
 
     def top_cache_bytes(self):
-        """The top Dijkstra's page cache: 1/16 of the host's memory, from
+        """The top Dijkstra's page cache: 1/16 of the memory this process may still take
+        (a cgroup's or an address-space limit's share, not the host's), from
         :data:`~terrain.grid._tiled_store.TOP_CACHE_BYTES` up to 8 GB, so that a level's
         matrices are read in one go."""
-        import os
-        try:
-            ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            ram = 0
-        return int(min(max(TOP_CACHE_BYTES, ram // 16), 8 << 30))
+        from ..io import available_memory
+        return int(min(max(TOP_CACHE_BYTES, available_memory() // 16), 8 << 30))
 
     def held_groups(self):
         """What a group task holds while it has a group's arrays: one of the process's

@@ -44,9 +44,10 @@ DEGREE_STEPS = ("a step east as long as a step north (at 60° it is half as long
                 "steepest descents between them are the degrees', not the ground's")
 
 _INF = 2**31 - 1
-#: the flat passes' memo holds states up to this share of the machine's memory (1/N): 94 MB
-#: on a 24 GB machine (the 64 groups of a 16384² grid keep 63 MiB), where the 10-ft grid's
-#: tiled flow peaked at 2.05 GB with 1/64 (1.35 GB without the memo; floor 2 GB)
+#: the flat passes' memo holds states up to this share of the memory the process may take
+#: when it first needs it (1/N of :func:`terrain.io.available_memory`): about 90 MB on a
+#: 24 GB machine (the 64 groups of a 16384² grid keep 63 MiB), where the 10-ft grid's tiled
+#: flow peaked at 2.05 GB with 1/64 (1.35 GB without the memo; floor 2 GB)
 FLAT_MEMO_SHARE = 256
 #: (drow, dcol) of each uint8 code (0, 0 for a code that is no direction)
 _CODE_DR, _CODE_DC = np.zeros(256, np.int64), np.zeros(256, np.int64)
@@ -421,8 +422,8 @@ def _flat_memo():
     global _memo
     with _memo_made:
         if _memo is None:
-            import psutil
-            _memo = _FlatMemo(psutil.virtual_memory().total // FLAT_MEMO_SHARE)
+            from ..io import available_memory  # the process's share: a cgroup's, a limit's
+            _memo = _FlatMemo(available_memory() // FLAT_MEMO_SHARE)
         return _memo
 
 
