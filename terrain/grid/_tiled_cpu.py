@@ -223,28 +223,36 @@ def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, cs
 
 
 @njit(cache=True, nogil=True)
-def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
-    """Backlink of every inner cell: lowest ``k + 1`` whose neighbour is a tight predecessor."""
+def _backlinks(z, f, cells, codes, model, lengths, ld, la, lh, out):
+    """Backlink of every cell of ``cells``: the lowest ``k + 1`` whose neighbour is a tight
+    predecessor with ``(allocation, hops - 1)``. A tile's boundary cell keeps its phase-2
+    label, whose distance adds a boundary-matrix segment in another float association than
+    the window's sums, so it may have none: then the neighbour with its allocation and
+    fewer hops whose relaxation ``(ld[u] + w, lh[u] + 1)`` is the least (lowest ``k``
+    among equals). Every window sees every cell's one label, so hops fall along every
+    backlink and following them ends at a source."""
     H, W = z.shape
     for vr in range(H):
         for vc in range(W):
-            if not inner[vr, vc]:
+            if not cells[vr, vc]:
                 continue
             v = vr * W + vc
-            if not ld[v] < _INF:
+            dv, av, hv = ld[v], la[v], lh[v]
+            if not dv < _INF:
                 out[vr, vc] = 255
                 continue
-            if lh[v] == 0:
+            if hv == 0:
                 out[vr, vc] = 0
                 continue
             out[vr, vc] = 255
+            best_d, best_h = _INF, INT_INF
             for k in codes:
                 ur = vr + ARC_DR[k]
                 uc = vc + ARC_DC[k]
                 if ur < 0 or ur >= H or uc < 0 or uc >= W:
                     continue
                 u = ur * W + uc
-                if not ld[u] < _INF or la[u] != la[v] or lh[u] + 1 != lh[v]:
+                if not ld[u] < _INF or la[u] != av or lh[u] >= hv:
                     continue
                 zu = z[ur, uc]
                 fu = f[ur, uc]
@@ -252,9 +260,15 @@ def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
                     continue
                 back = (k + 4) % 8 if k < 8 else 8 + (k - 8 + 4) % 8  # the arc u -> v
                 ok, fac = window_arc_factor(z, f, True, ur, uc, back)
-                if ok and ld[u] + arc_cost(zu, z[vr, vc], fac, back, model, lengths) == ld[v]:
+                if not ok:
+                    continue
+                nd = ld[u] + arc_cost(zu, z[vr, vc], fac, back, model, lengths)
+                if nd == dv and lh[u] + 1 == hv:
                     out[vr, vc] = k + 1
                     break
+                if nd < best_d or (nd == best_d and lh[u] + 1 < best_h):
+                    best_d, best_h = nd, lh[u] + 1
+                    out[vr, vc] = k + 1
 
 
 @native.parallel_kernel

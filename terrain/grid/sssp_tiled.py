@@ -3,7 +3,8 @@
 Labels, costs and outputs are those of :mod:`terrain.grid.sssp`. Phase 1 (per tile, source
 independent): boundary-to-boundary matrices; phase 2: bottom-up child-boundary graphs up to
 ``max_height`` (above it one Dijkstra on the top nodes), sources up, final boundary labels
-down; phase 3 (per tile): Dijkstra seeded with the halo's final labels, then the backlinks.
+down; phase 3 (per tile): Dijkstra seeded with the final labels of the halo and of the
+tile's own boundary cells (fixed: one label per cell), then the backlinks.
 This module holds the index, the walk steps (for :func:`terrain.tiles.quadtree.walk_up` /
 ``walk_down``, which a pipeline schedules as Dask tasks) and the driver; ``_tiled_graphs.py``
 the boundary graphs. With integer costs the result equals ``grid_sssp``'s bit for bit; with
@@ -326,6 +327,13 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None
         seeds = [seeds]
     _, cd, ca, ch = halo_seeds(spec, (pr0, pr0, pc0, pc0), seeds,
                                (pr0, pr0 + Hp, pc0, pc0 + Wp))
+    # every boundary cell keeps its final label, in its own tile's window as in its
+    # neighbours' halos: one label per cell, so hops fall along every backlink
+    fixed = np.zeros(Hp * Wp, bool)
+    for ids, _ in seeds:
+        rr, cc = ids // C - pr0, ids % C - pc0
+        m = (rr >= 0) & (rr < Hp) & (cc >= 0) & (cc < Wp)
+        fixed[rr[m] * Wp + cc[m]] = True
     S = T + 2 * w
 
     def cut(a):  # (Hp, Wp) -> (nr * nc, S, S), window of tile (ti, tj) at (ti*T, tj*T)
@@ -338,10 +346,10 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None
     la = cut(ca.reshape(Hp, Wp))
     lh = cut(ch.reshape(Hp, Wp))
     centre = (slice(None), slice(w, w + T), slice(w, w + T))
-    ld[centre], la[centre], lh[centre] = _INF, INT_INF, INT_INF  # computed, not seeded
-    inner = np.zeros((n, S, S), bool)
-    inner[centre] = True
-    inner &= ~np.isnan(zb) & ~np.isnan(fb)
+    cells = np.zeros((n, S, S), bool)  # the tiles' cells: written, with their backlinks
+    cells[centre] = True
+    cells &= ~np.isnan(zb) & ~np.isnan(fb)
+    inner = cells & ~cut(fixed.reshape(Hp, Wp))  # the cells the Dijkstra labels
     ld, la, lh = ld.reshape(n, S * S), la.reshape(n, S * S), lh.reshape(n, S * S)
     src = _sources_in(window, rows, cols, costs)
     for r, c, cost, idx in zip(*(x.tolist() for x in src)):
@@ -354,11 +362,12 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None
     if live.size:
         every = live.size == n  # all windows live (a reached grid): no gathered copies
         pick = (lambda a: a) if every else (lambda a: a[live])
-        args = (pick(zb), pick(fb), pick(inner), spec.codes, spec.model, spec.lengths)
+        costs_of = (spec.codes, spec.model, spec.lengths)
+        zl, fl = pick(zb), pick(fb)
         sd, sa, sh = pick(ld), pick(la), pick(lh)
-        ops(backend).windows_dijkstra(*args, sd, sa, sh)
+        ops(backend).windows_dijkstra(zl, fl, pick(inner), *costs_of, sd, sa, sh)
         bl = pick(back)
-        backlinks_batch(*args, sd, sa, sh, bl)
+        backlinks_batch(zl, fl, pick(cells), *costs_of, sd, sa, sh, bl)
         if not every:
             ld[live], la[live], lh[live], back[live] = sd, sa, sh, bl
 
@@ -366,7 +375,7 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None
         c = a.reshape(nr, nc, S, S)[:, :, w:w + T, w:w + T]
         return c.transpose(0, 2, 1, 3).reshape(nr * T, nc * T)[: r1 - r0, : c1 - c0]
 
-    reached = uncut(inner) & (uncut(ld.reshape(n, S, S)) < _INF)
+    reached = uncut(cells) & (uncut(ld.reshape(n, S, S)) < _INF)
     dist = np.where(reached, uncut(ld.reshape(n, S, S)), np.nan)
     alloc = np.where(reached, uncut(la.reshape(n, S, S)), -1).astype(np.int32)
     hops = np.where(reached, uncut(lh.reshape(n, S, S)), -1).astype(np.int32)

@@ -6,7 +6,8 @@ from scipy.sparse.csgraph import dijkstra
 
 from terrain.errors import InputError
 from terrain.grid._tournament import tt_alloc, tt_lower, tt_pop, tt_seed
-from terrain.grid.costs import ARC_DC, ARC_DR, arc_costs_np, arc_lengths
+from terrain.grid.costs import ARC_DC, ARC_DR, arc_costs_np, arc_lengths, cost_model_code
+from terrain.grid.sssp import grid_sssp
 from terrain.grid.sssp_tiled import (TiledIndex, TiledSpec, node_boundary, tile_boundaries,
                                      tiled_sssp)
 from grids import int_dem
@@ -467,3 +468,63 @@ def test_knight_arcs_passing_between_cells_of_other_tiles(seed):
             np.testing.assert_array_equal(np.isnan(got.distance), np.isnan(ref.distance))
             np.testing.assert_allclose(got.distance, ref.distance, rtol=1e-12, equal_nan=True)
             np.testing.assert_array_equal(got.allocation, ref.allocation)
+
+
+# ----------------------------------------------------------------------------- zero-cost arcs
+
+#: friction of a 10 x 13 grid whose tile-4 run (8-connected) wrote the 2-cycle (7, 4) <-> (8, 4)
+CYCLE_FRICTION = [[1, 0, 1, 2, 0, 1, 1, 2, 2, 0, 0, 0, 2], [0, 2, 2, 1, 0, 0, 1, 2, 2, 0, 2, 0, 0],
+                  [0, 1, 1, 0, 1, 0, 0, 0, 1, 0, 2, 2, 2], [2, 2, 1, 0, 1, 0, 1, 1, 1, 0, 2, 1, 1],
+                  [1, 0, 2, 2, 1, 2, 2, 2, 1, 2, 0, 0, 1], [0, 1, 1, 2, 1, 2, 2, 2, 2, 0, 1, 1, 1],
+                  [1, 0, 1, 1, 1, 1, 1, 0, 0, 2, 0, 0, 2], [2, 0, 2, 2, 0, 2, 1, 1, 0, 1, 1, 0, 0],
+                  [1, 1, 1, 2, 0, 1, 1, 1, 2, 1, 2, 1, 2], [2, 1, 2, 2, 2, 1, 2, 0, 1, 1, 1, 1, 2]]
+
+
+def check_hops_fall(r):
+    """Every backlink goes to a reached neighbour with fewer hops (so no walk can cycle), and
+    code 0 exactly at hops 0."""
+    R, C = r.distance.shape
+    for v in zip(*np.nonzero(~np.isnan(r.distance))):
+        b = int(r.backlink[v])
+        assert (b == 0) == (r.hops[v] == 0), (v, b, r.hops[v])
+        if 0 < b < 255:
+            u = (v[0] + ARC_DR[b - 1], v[1] + ARC_DC[b - 1])
+            assert 0 <= u[0] < R and 0 <= u[1] < C and not np.isnan(r.distance[u])
+            assert r.hops[u] < r.hops[v], (v, u, r.hops[v], r.hops[u])
+
+
+def test_zero_friction_tiles_write_no_backlink_cycle():
+    """Zero-friction cells make zero-cost arcs, whose ties the hops break; a boundary cell's
+    phase-2 label adds a matrix segment in another float association than phase 3's sums, so
+    a tile that recomputed its boundary cells saw them below or above what its neighbours saw:
+    (7, 4) pointed south and (8, 4) north. Now hops fall along every backlink."""
+    f = np.array(CYCLE_FRICTION, np.float32)
+    z = np.ones_like(f)
+    src = [(0, 0), (9, 12)]
+    want = grid_sssp(z, src, cost="friction", friction=f, connectivity=8, backend="cpu")
+    r = tiled_sssp(z, src, cost="friction", friction=f, connectivity=8, tile=4,
+                   backend="cpu", group_tiles=2)
+    np.testing.assert_allclose(r.distance, want.distance, rtol=1e-12)
+    np.testing.assert_array_equal(r.allocation, want.allocation)
+    check_hops_fall(r)
+    assert (r.backlink[7, 4], r.backlink[8, 4]) == (8, 7)  # the in-core run's
+    check_backlinks(z, f, r, 8, cost_model_code("friction"), src)
+
+
+@pytest.mark.parametrize("seed", [66, 82, 95, 100, 125, 3, 7])
+def test_zero_friction_random_tiles_match_in_core_without_cycles(seed):
+    """Random grids with a third of the cells of friction 0, 8-connected, tiles of 4, groups
+    of 2 tiles: distances within 1e-12 of the in-core run, the same allocation, hops falling
+    along every backlink; each walk ends at its own source (seeds whose tiles wrote cycles)."""
+    rng = np.random.default_rng(seed)
+    R, C = rng.integers(6, 20, 2)
+    z = np.ones((R, C), np.float32)
+    f = rng.choice([0.0, 1.0, 2.0], (R, C)).astype(np.float32)
+    src = [(0, 0), (int(R - 1), int(C - 1))]
+    want = grid_sssp(z, src, cost="friction", friction=f, connectivity=8, backend="cpu")
+    r = tiled_sssp(z, src, cost="friction", friction=f, connectivity=8, tile=4,
+                   backend="cpu", group_tiles=2)
+    np.testing.assert_allclose(r.distance, want.distance, rtol=1e-12)
+    np.testing.assert_array_equal(r.allocation, want.allocation)
+    check_hops_fall(r)
+    check_backlinks(z, f, r, 8, cost_model_code("friction"), src)
