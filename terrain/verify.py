@@ -313,8 +313,8 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
     cells. Checks: sources ``d <= start``, backlink roots are their sources; no arc out of
     a reached cell relaxes (nor reaches an unreached cell within ``max_cost``); fill values
     at nodata and unreached cells; each backlink is a tight arc from a cell of the same
-    allocation (equality within ``rtol``; 0 = exact). With zero-cost arcs a cycle of tight
-    backlinks is not excluded.
+    allocation (equality within ``rtol``; 0 = exact); no walk along the backlinks cycles
+    (tight arcs of zero cost could close one), which reads the whole backlink array.
 
     Returns
     -------
@@ -399,9 +399,33 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
     cert.checks.append("every reached non-source cell's backlink is a tight arc "
                        "(d(v) = d(u) + w(u, v)) from a cell of the same allocation"
                        + (f" (rtol {rtol:g})" if rtol else " (exact)"))
+    # a tight backlink may close a cycle through zero-cost arcs: walk every path once
+    looped = _backlink_cycle(np.asarray(backlink[0:rows, 0:cols], np.uint8))
+    if looped >= 0:
+        return cert.fail(f"cell {_cell(looped, cols)}: its backlinks close a cycle and never "
+                         "reach a source")
+    cert.checks.append("following the backlinks from every reached cell ends at a source: "
+                       "no cycle")
     cert.facts = {"reached": reached, "windows": len(windows),
                   "max_distance": top if reached else None}
     return cert
+
+
+def _backlink_cycle(back):
+    """A cell (row-major) on a cycle of the backlinks ``back``, or -1: pointer doubling,
+    ``log2(cells)`` gathers of an index array (a path that ends reaches the sink ``n``)."""
+    R, C = back.shape
+    n = R * C
+    b = back.reshape(-1).astype(np.int64)
+    cell = np.arange(n, dtype=np.int64)
+    k = np.clip(b - 1, 0, 15)
+    r, c = cell // C + ARC_DR[k], cell % C + ARC_DC[k]
+    moves = (b >= 1) & (b <= 16) & (r >= 0) & (r < R) & (c >= 0) & (c < C)
+    nxt = np.append(np.where(moves, r * C + c, n), n)
+    for _ in range(max(1, n.bit_length())):
+        nxt = nxt[nxt]
+    bad = np.flatnonzero(nxt[:n] != n)
+    return int(nxt[bad[0]]) if bad.size else -1
 
 
 def _cost_violation(out, d, b, a, rr0, cc0, fmt):

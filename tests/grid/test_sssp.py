@@ -567,3 +567,21 @@ def test_labels_past_2_to_the_23_in_the_frictions_memory_are_not_read_as_frictio
             for s in sources]
     np.testing.assert_array_equal(both.distance, np.minimum(*each))
     np.testing.assert_array_equal(both.allocation, (each[1] < each[0]).astype(np.int32))
+
+
+def test_certificate_refuses_a_cycle_of_tight_backlinks():
+    """Two cells joined by a zero-cost arc (friction 0 at both) are each other's tight
+    predecessor with one allocation: every per-cell check passes both backlinks, the walk
+    from either never reaches a source."""
+    from terrain.verify import verify_grid_sssp
+    f = np.array([[1, 1, 1, 1], [1, 0, 0, 1], [1, 1, 1, 1]], np.float32)
+    z = np.zeros_like(f)
+    kw = dict(cost="friction", friction=f, connectivity=8)
+    r = grid_sssp(z, [(0, 0)], backend="cpu", **kw)
+    assert verify_grid_sssp(z, r.distance, r.backlink, r.allocation, [(0, 0)], **kw).ok
+    assert r.distance[1, 1] == r.distance[1, 2] and r.backlink[1, 2] == 5  # W, to (1, 1)
+    b = r.backlink.copy()
+    b[1, 1] = 1  # E, to (1, 2): tight (a zero-cost arc), the same allocation
+    c = verify_grid_sssp(z, r.distance, b, r.allocation, [(0, 0)], **kw)
+    assert not c.ok
+    assert c.violation == "cell (1, 1): its backlinks close a cycle and never reach a source"

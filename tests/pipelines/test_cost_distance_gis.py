@@ -95,7 +95,7 @@ def test_info_and_verify_on_a_cost_store(cost_out, capsys):
     rc, text, err = run_main(capsys, "verify", out, "--json", scheduler=None)
     assert rc == 0, err + text
     v = json.loads(text)
-    assert v["ok"] and len(v["checks"]) == 4 and v["facts"]["windows"] == 1
+    assert v["ok"] and len(v["checks"]) == 5 and v["facts"]["windows"] == 1
 
 
 def test_verify_exits_1_on_a_corrupted_store(cost_out, tmp_path, capsys):
