@@ -314,7 +314,7 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
     a reached cell relaxes (nor reaches an unreached cell within ``max_cost``); fill values
     at nodata and unreached cells; each backlink is a tight arc from a cell of the same
     allocation (equality within ``rtol``; 0 = exact); no walk along the backlinks cycles
-    (tight arcs of zero cost could close one), which reads the whole backlink array.
+    (tight arcs of zero cost could close one: those are followed, window by window).
 
     Returns
     -------
@@ -369,6 +369,7 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
     out = np.zeros(5, np.float64)
     rows, cols = shape
     reached, top = 0, -math.inf
+    level = []  # backlinks along arcs of zero cost: the only ones a cycle can be made of
     windows = shard_windows(shape, max(1, int(window)))
     for r0, r1, c0, c1 in windows:
         z = _halo_window(dem, r0, r1, c0, c1, h, np.nan, np.float32)
@@ -386,6 +387,7 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
         if code:
             return cert.fail(_cost_violation(out, d, b, a, r0 - h, c0 - h, fmt))
         core = d[h:-h, h:-h]
+        level.append(_level_backlinks(d, b, h, r0, c0, cols))
         n = int(np.count_nonzero(~np.isnan(core)))
         reached += n
         if n:
@@ -399,8 +401,9 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
     cert.checks.append("every reached non-source cell's backlink is a tight arc "
                        "(d(v) = d(u) + w(u, v)) from a cell of the same allocation"
                        + (f" (rtol {rtol:g})" if rtol else " (exact)"))
-    # a tight backlink may close a cycle through zero-cost arcs: walk every path once
-    looped = _backlink_cycle(np.asarray(backlink[0:rows, 0:cols], np.uint8))
+    # a tight backlink may close a cycle through zero-cost arcs (d equal all round): walk
+    # those backlinks' paths once
+    looped = _backlink_cycle(*(np.concatenate(x) for x in zip(*level)))
     if looped >= 0:
         return cert.fail(f"cell {_cell(looped, cols)}: its backlinks close a cycle and never "
                          "reach a source")
@@ -411,21 +414,39 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
     return cert
 
 
-def _backlink_cycle(back):
-    """A cell (row-major) on a cycle of the backlinks ``back``, or -1: pointer doubling,
-    ``log2(cells)`` gathers of an index array (a path that ends reaches the sink ``n``)."""
-    R, C = back.shape
-    n = R * C
-    b = back.reshape(-1).astype(np.int64)
-    cell = np.arange(n, dtype=np.int64)
-    k = np.clip(b - 1, 0, 15)
-    r, c = cell // C + ARC_DR[k], cell % C + ARC_DC[k]
-    moves = (b >= 1) & (b <= 16) & (r >= 0) & (r < R) & (c >= 0) & (c < C)
-    nxt = np.append(np.where(moves, r * C + c, n), n)
-    for _ in range(max(1, n.bit_length())):
+def _level_backlinks(d, b, h, r0, c0, cols):
+    """``(cells, predecessors)`` (row-major in the grid of ``cols`` columns) of a window's
+    backlinks whose predecessor has the cell's own distance: arcs of zero cost, the only
+    ones a cycle of tight backlinks can be made of (its distances cannot rise all round).
+    ``d``, ``b``: the window's distances and backlinks with a halo of ``h`` cells, its core
+    at ``(r0, c0)``."""
+    core_b, core_d = b[h:-h, h:-h], d[h:-h, h:-h]
+    cells, preds = [], []
+    for code in np.flatnonzero(np.bincount(core_b.ravel(), minlength=17)[1:17]) + 1:
+        i, j = np.nonzero(core_b == code)
+        pi, pj = i + ARC_DR[code - 1], j + ARC_DC[code - 1]
+        same = d[pi + h, pj + h] == core_d[i, j]
+        cells.append((i[same] + r0) * cols + j[same] + c0)
+        preds.append((pi[same] + r0) * cols + pj[same] + c0)
+    empty = np.zeros(0, np.int64)
+    return (np.concatenate(cells).astype(np.int64) if cells else empty,
+            np.concatenate(preds).astype(np.int64) if preds else empty)
+
+
+def _backlink_cycle(cells, preds):
+    """A cell on a cycle of the backlinks ``cells[i] -> preds[i]``, or -1: pointer doubling
+    over these few (a path that leaves them reaches the sink)."""
+    m = cells.size
+    if m == 0:
+        return -1
+    order = np.argsort(cells)
+    cells, preds = cells[order], preds[order]
+    at = np.minimum(np.searchsorted(cells, preds), m - 1)
+    nxt = np.append(np.where(cells[at] == preds, at, m), m)
+    for _ in range(max(1, m.bit_length())):
         nxt = nxt[nxt]
-    bad = np.flatnonzero(nxt[:n] != n)
-    return int(nxt[bad[0]]) if bad.size else -1
+    bad = np.flatnonzero(nxt[:m] != m)
+    return int(cells[nxt[bad[0]]]) if bad.size else -1
 
 
 def _cost_violation(out, d, b, a, rr0, cc0, fmt):
