@@ -295,7 +295,7 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, form
     Returns
     -------
     dict
-        ``levels`` (beyond the sources) and ``reached``.
+        ``levels`` (the sources' included, as the BFS summary counts them) and ``reached``.
     """
     plt, width, height = _pyplot(size)
     from matplotlib.patches import Patch
@@ -312,11 +312,12 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, form
     ax.tick_params(labelsize=7)
     ax.legend(handles=[Patch(color=c, label=o.replace("source", "source(s)"))
                        for o, c in colours.items()], fontsize=8)
-    ax.set_title(title or f"{int(sizes.sum())} vertices reached in {sizes.size - 1} levels",
-                 fontsize=9)
+    # levels as bfs counts them (its summary's "levels"): the sources' is one
+    ax.set_title(title or f"{int(sizes.sum())} vertices reached in {sizes.size} levels "
+                 f"(max distance {sizes.size - 1})", fontsize=9)
     _savefig(fig, path, dpi, format)
     plt.close(fig)
-    return {"levels": int(sizes.size - 1), "reached": int(sizes.sum())}
+    return {"levels": int(sizes.size), "reached": int(sizes.sum())}
 
 
 def read_paths(path, crs=None):
