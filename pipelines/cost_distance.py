@@ -21,7 +21,7 @@ import numpy as np
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS
-from terrain.grid.costs import arc_codes, cost_model_code
+from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io import available_memory
 from terrain.io.georef import check_weight_units, finish_store
@@ -228,6 +228,10 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
                algorithm="auto", tile_sssp=None, max_height=None, reuse=None, memory=None):
     """The run's spec for the header ``grid`` after every check that needs no data."""
     shape, gt = grid.shape, grid.geotransform
+    try:  # before any algorithm reads data: each computes the arcs' lengths from it
+        arc_lengths((gt[1], gt[5]))
+    except InputError as e:
+        raise InputError(f"{inp}: {e}") from None
     if friction is not None:
         _plans.check_same_grid(friction, shape, gt, "friction raster", grid.crs)
     reuse_kind = None if reuse is None else reusable_kind(reuse)

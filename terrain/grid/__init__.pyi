@@ -1,7 +1,8 @@
 from ._costs_cpu import arc_cost
 from ._boruvka import boruvka_tiles
 from .costs import arc_codes, arc_lengths, COST_MODELS
-from .edges import CONNECTIVITIES, grid_edges, horizontal_lengths, WEIGHT_MODELS, WeightSum
+from .edges import (CONNECTIVITIES, check_cellsize, grid_edges, horizontal_lengths, WEIGHT_MODELS,
+                    WeightSum)
 from .merge import Changes, LevelGraph
 from .mst import grid_mst, GridMSTResult, MSTSpec
 from .reduce import reduce_forest

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ..errors import InputError
+from .edges import check_cellsize
 
 __all__ = ["COST_MODELS", "ARC_CONNECTIVITIES", "ARC_DR", "ARC_DC", "ARC_NAMES", "KNIGHT_MID",
            "arc_codes", "arc_lengths", "cost_model_code", "check_friction", "knight_mid",
@@ -89,13 +90,8 @@ def arc_lengths(cellsize=(1.0, 1.0)):
     >>> arc_lengths((2.0, 1.0))[:3].tolist()
     [2.0, 2.23606797749979, 1.0]
     """
-    try:
-        dx, dy = (float(cellsize[0]), float(cellsize[1]))
-    except (TypeError, ValueError, IndexError):
-        raise InputError(f"cell size {cellsize!r}: must be two positive numbers") from None
-    dx, dy = abs(dx), abs(dy)
-    if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
-        raise InputError(f"cell size {cellsize!r}: must be positive and finite")
+    # the knight arcs span two cells along an axis: (2 dx)² + dy² must be computable
+    dx, dy = check_cellsize(cellsize, reach=2)
     ex = (ARC_DC.astype(np.float64) * dx) ** 2
     ey = (ARC_DR.astype(np.float64) * dy) ** 2
     return np.sqrt(ex + ey)

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "MAX_TILE", "weight_model_code",
-           "check_connectivity", "horizontal_lengths", "grid_edges", "edge_keys", "order_bits",
+           "check_connectivity", "check_cellsize", "horizontal_lengths", "grid_edges", "edge_keys", "order_bits",
            "edge_weights_np", "block_sides", "WeightSum", "check_weight_range"]
 
 WEIGHT_MODELS = ("max", "absdiff", "slope", "length3d")
@@ -53,14 +53,27 @@ def check_connectivity(connectivity):
     return c
 
 
-def horizontal_lengths(cellsize=(1.0, 1.0)):
-    """Horizontal length of each direction (E, S, SE, SW) as float64, from ``(dx, dy)``."""
-    dx, dy = (abs(float(cellsize[0])), abs(float(cellsize[1])))
+def check_cellsize(cellsize, reach=1):
+    """``(|dx|, |dy|)`` of ``cellsize`` as floats, or :class:`InputError` unless both are
+    positive and finite and the length of an arc ``reach`` cells along each axis (1: the
+    diagonal; 2: a knight arc's bound) can be computed: no square underflows (a slope or
+    cost would divide by 0 or lose its precision) or overflows."""
+    try:
+        dx, dy = (abs(float(cellsize[0])), abs(float(cellsize[1])))
+    except (TypeError, ValueError, IndexError):
+        raise InputError(f"cell size {cellsize!r}: must be two positive numbers") from None
     if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
         raise InputError(f"cell size {cellsize!r}: must be positive and finite")
-    if not (dx * dx >= _DBL_MIN and dy * dy >= _DBL_MIN and math.isfinite(dx * dx + dy * dy)):
+    ex, ey = reach * dx, reach * dy
+    if not (dx * dx >= _DBL_MIN and dy * dy >= _DBL_MIN and math.isfinite(ex * ex + ey * ey)):
         raise InputError(f"cell size {dx!r} x {dy!r}: its square under- or overflows (the "
                          "diagonal's length cannot be computed)")
+    return dx, dy
+
+
+def horizontal_lengths(cellsize=(1.0, 1.0)):
+    """Horizontal length of each direction (E, S, SE, SW) as float64, from ``(dx, dy)``."""
+    dx, dy = check_cellsize(cellsize)
     diag = math.sqrt(dx * dx + dy * dy)
     return np.array([dx, dy, diag, diag], dtype=np.float64)
 

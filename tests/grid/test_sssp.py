@@ -585,3 +585,42 @@ def test_certificate_refuses_a_cycle_of_tight_backlinks():
     c = verify_grid_sssp(z, r.distance, b, r.allocation, [(0, 0)], **kw)
     assert not c.ok
     assert c.violation == "cell (1, 1): its backlinks close a cycle and never reach a source"
+
+
+SQUARE_UNDER_OR_OVERFLOWS = r"^cell size .*: its square under- or overflows"
+
+
+@pytest.mark.parametrize("cellsize", [(1e200, 1.0), (1.0, 1e200), (1e-300, 1.0), (1.0, 1e-170),
+                                      (1e154, 1.0)])  # the knight arc's (2 dx)² overflows
+def test_a_cell_size_whose_square_under_or_overflows_is_refused_by_every_algorithm(cellsize):
+    # (1e200, 1) left reachable cells unreached (NaN, a NumPy warning); (1e-300, 1) made the
+    # east arcs cost 0: refused as terrain.mst refuses them, by one check
+    import warnings
+
+    import terrain
+    from terrain.grid.sssp_blocked import blocked_sssp
+    from terrain.grid.sssp_tiled import tiled_sssp
+    z, f = np.ones((4, 5), np.float32), np.ones((4, 5), np.float32)
+    kw = dict(cost="friction", friction=f, cellsize=cellsize, backend="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # refused before any arithmetic warns
+        for solve in (grid_sssp, blocked_sssp, tiled_sssp, terrain.cost_distance):
+            with pytest.raises(InputError, match=SQUARE_UNDER_OR_OVERFLOWS):
+                solve(z, [(0, 0)], **kw)
+    if cellsize[0] < 1e154:  # the MST's arcs are one cell long: the same refusal, up to 2x
+        with pytest.raises(InputError, match=SQUARE_UNDER_OR_OVERFLOWS):
+            terrain.mst(z, weight="slope", cellsize=cellsize, backend="cpu")
+
+
+def test_cell_sizes_at_the_edge_of_the_range_are_computed():
+    # the knight arc's (2 dx)² + dy² still finite, every square normal: a friction-1 cost is
+    # the length walked, dx a step east, 2 dy two steps south
+    import terrain
+    from terrain.grid.sssp_blocked import blocked_sssp
+    from terrain.grid.sssp_tiled import tiled_sssp
+    z, f = np.ones((4, 5), np.float32), np.ones((4, 5), np.float32)
+    for dx, dy in ((6e153, 1.0), (1.0, 1e-150)):
+        for solve in (grid_sssp, blocked_sssp, tiled_sssp, terrain.cost_distance):
+            d = solve(z, [(0, 0)], cost="friction", friction=f, cellsize=(dx, dy),
+                      connectivity=16, backend="cpu").distance
+            assert d[0, 1] == dx and d[2, 0] == 2 * dy and np.isfinite(d).all(), (solve, d)

@@ -404,6 +404,29 @@ def test_tiled_options_on_another_algorithm_are_refused(dem, tmp_path, capsys, e
     assert not (tmp_path / "c.zarr").exists()
 
 
+@pytest.mark.parametrize("dx", [1e200, 1e-300])
+@pytest.mark.parametrize("algorithm", ["in-core", "blocked", "tiled"])
+def test_a_cell_size_whose_square_under_or_overflows_is_refused(tmp_path, capsys, dx,
+                                                                algorithm):
+    # a GeoTIFF may say it (an ASCII header's check refuses it): 1e200 left reachable cells
+    # unreached, 1e-300 made east steps cost 0, exit 0; terrain mst refused the same file
+    import rasterio
+    from rasterio.transform import from_origin
+
+    from cli import run_main
+    path, out = tmp_path / "dem.tif", tmp_path / "c.zarr"
+    with rasterio.open(path, "w", driver="GTiff", height=3, width=3, count=1, dtype="float32",
+                       transform=from_origin(0, 3, dx, 1.0)) as ds:
+        ds.write(np.ones((1, 3, 3), np.float32))
+    said = f"terrain: {path}: cell size {dx!r} x 1.0: its square under- or overflows"
+    for argv in (["cost-distance", path, "--source-cell", "0,0", "--algorithm", algorithm],
+                 ["mst", path, "--weight", "slope"]):
+        rc, _, se = run_main(capsys, *argv, "-o", out)
+        lines = se.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and lines[0].startswith(said), se
+        assert not out.exists()
+
+
 def test_store_at_a_url_needs_its_output_named():
     """A DEM store at a URL (a Location, as a cluster that shares nothing is given it) has no
     output name to derive: one line, before anything is read."""
