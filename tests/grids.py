@@ -110,6 +110,11 @@ def dem(kind, shape, seed=0):
         z[:, shape[1] // 3] = np.nan
         z[rng.random(shape) < 0.25] = np.nan
         return z
+    if kind == "signed-zeros":  # -0.0 and +0.0 side by side, around and in pits
+        z = rng.choice(np.array([0.0, -0.0, 0.0, -0.0, -1.0, 1.0, 2.0], np.float32), shape)
+        z[4:9, 5:10] = 2.0  # a pit walled at 2, floored with both zeros and a -1
+        z[5:8, 6:9] = [[0.0, -0.0, 0.0], [-0.0, -1.0, -0.0], [0.0, -0.0, 0.0]]
+        return z
     raise ValueError(kind)
 
 

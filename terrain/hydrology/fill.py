@@ -783,12 +783,21 @@ def _device_layers(xp, z, f):
     z = xp.asarray(z)
     inf = xp.isinf(f)
     nan = xp.isnan(z)
-    filled = xp.where(inf, z, f).astype(np.float32, copy=False)
+    filled, flooded = _filled(xp, z, f, inf)  # flooded: depth > 0
     depth = (filled - z).astype(np.float32, copy=False)
-    flooded = filled > z  # depth > 0: float32 x - y is 0 only where x == y
     valid = count_nonzero(~nan)
     counts = (valid, count_nonzero(flooded), count_nonzero(inf & ~nan))
     return filled, depth, flooded, counts, nanmax(depth) if valid else 0.0
+
+
+def _filled(xp, z, f, inf):
+    """``(filled, raised)`` from the levels ``f`` (``inf``: where they are infinite, the
+    undrained) on ``z``'s grid, by ``terrain_fill_layers``'s rule: a cell not raised keeps
+    ``z``'s bits, a raised one takes its level + 0 (+0.0 for a zero), so which zero a level
+    equal to ``z`` carries (the order of equal elevations in the flood or the forest) is in
+    no route's bits."""
+    raised = (f > z) & ~inf
+    return xp.where(raised, f + np.float32(0), z).astype(np.float32, copy=False), raised
 
 
 def _host_layers(z, f, depth=None, flooded=None):
@@ -969,7 +978,7 @@ class LeafBlock:
 
     def layers(self):
         """``(filled, depth)`` of the block."""
-        filled = np.where(np.isinf(self.levels), self.z, self.levels).astype(np.float32, copy=False)
+        filled, _ = _filled(np, self.z, self.levels, np.isinf(self.levels))
         return filled, (filled - self.z).astype(np.float32, copy=False)
 
 

@@ -332,3 +332,27 @@ def test_device_launcher_with_the_twins(monkeypatch):
             want = fill_depressions(z, conn, backend="cpu")
             np.testing.assert_array_equal(np.where(np.isinf(got), z, got), want.filled,
                                           strict=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("conn", [4, 8])
+def test_gpu_signed_zeros_are_the_cpus_bytes(conn):
+    """-0.0 and +0.0 side by side and in pits: the device's layers (a NumPy DEM, a CuPy DEM
+    whose layers stay there, and the epsilon fill's) are the CPU's bytes; assert_identical
+    compares values, where -0.0 == +0.0."""
+    import cupy
+    from backends import run_on_backends
+    from grids import dem
+    for seed in range(4):
+        z = dem("signed-zeros", (61, 47), seed)
+        for kw in ({}, {"epsilon": True}):
+            got = run_on_backends(lambda b: fill_depressions(z, conn, backend=b, **kw))
+            for name in ("filled", "depth"):
+                cpu, gpu = (np.asarray(getattr(got[k], name)) for k in ("cpu", "gpu"))
+                np.testing.assert_array_equal(gpu.view(np.uint32), cpu.view(np.uint32),
+                                              err_msg=f"{name} {kw} seed {seed}")
+        on_device = fill_depressions(cupy.asarray(z), conn, backend="gpu")
+        cpu = fill_depressions(z, conn, backend="cpu")
+        for name in ("filled", "depth"):
+            np.testing.assert_array_equal(getattr(on_device, name).get().view(np.uint32),
+                                          getattr(cpu, name).view(np.uint32), err_msg=name)
