@@ -227,10 +227,14 @@ def _backlinks(z, f, cells, codes, model, lengths, ld, la, lh, out):
     """Backlink of every cell of ``cells``: the lowest ``k + 1`` whose neighbour is a tight
     predecessor with ``(allocation, hops - 1)``. A tile's boundary cell keeps its phase-2
     label, whose distance adds a boundary-matrix segment in another float association than
-    the window's sums, so it may have none: then the neighbour with its allocation and
-    fewer hops whose relaxation ``(ld[u] + w, lh[u] + 1)`` is the least (lowest ``k``
-    among equals). Every window sees every cell's one label, so hops fall along every
-    backlink and following them ends at a source."""
+    the window's sums, so it may have none (an ulp or a hops tie away): then, among the
+    neighbours whose ``(hops, distance)`` lies lexicographically below its own, the one of
+    its allocation (else of any), not farther than it (else farther), whose relaxation
+    ``(ld[u] + w, lh[u] + 1)`` is the least (lowest ``k`` among equals). Every window sees
+    every cell's one label and every backlink, tight or not, lowers ``(hops, distance)``,
+    so following them ends at a source. ``(distance, hops)`` would not do: a boundary cell
+    an ulp below every path of its window seeds its zero-cost plateau, whose cells then
+    all lie above it. 255 is left only where no neighbour lies below the label."""
     H, W = z.shape
     for vr in range(H):
         for vc in range(W):
@@ -245,14 +249,16 @@ def _backlinks(z, f, cells, codes, model, lengths, ld, la, lh, out):
                 out[vr, vc] = 0
                 continue
             out[vr, vc] = 255
-            best_d, best_h = _INF, INT_INF
+            best = (True, True, _INF, INT_INF)  # (other allocation, farther, nd, nh)
             for k in codes:
                 ur = vr + ARC_DR[k]
                 uc = vc + ARC_DC[k]
                 if ur < 0 or ur >= H or uc < 0 or uc >= W:
                     continue
                 u = ur * W + uc
-                if not ld[u] < _INF or la[u] != av or lh[u] >= hv:
+                du, hu = ld[u], lh[u]
+                # only neighbours below the label: (hops, distance) falls along every link
+                if not (hu < hv or (hu == hv and du < dv)):
                     continue
                 zu = z[ur, uc]
                 fu = f[ur, uc]
@@ -262,12 +268,14 @@ def _backlinks(z, f, cells, codes, model, lengths, ld, la, lh, out):
                 ok, fac = window_arc_factor(z, f, True, ur, uc, back)
                 if not ok:
                     continue
-                nd = ld[u] + arc_cost(zu, z[vr, vc], fac, back, model, lengths)
-                if nd == dv and lh[u] + 1 == hv:
+                nd = du + arc_cost(zu, z[vr, vc], fac, back, model, lengths)
+                other = la[u] != av
+                if nd == dv and hu + 1 == hv and not other:
                     out[vr, vc] = k + 1
                     break
-                if nd < best_d or (nd == best_d and lh[u] + 1 < best_h):
-                    best_d, best_h = nd, lh[u] + 1
+                cand = (other, du > dv, nd, hu + 1)
+                if cand < best:
+                    best = cand
                     out[vr, vc] = k + 1
 
 

@@ -481,8 +481,8 @@ CYCLE_FRICTION = [[1, 0, 1, 2, 0, 1, 1, 2, 2, 0, 0, 0, 2], [0, 2, 2, 1, 0, 0, 1,
 
 
 def check_hops_fall(r):
-    """Every backlink goes to a reached neighbour with fewer hops (so no walk can cycle), and
-    code 0 exactly at hops 0."""
+    """Every backlink goes to a reached neighbour whose ``(hops, distance)`` is
+    lexicographically lower (so no walk can cycle), and code 0 exactly at hops 0."""
     R, C = r.distance.shape
     for v in zip(*np.nonzero(~np.isnan(r.distance))):
         b = int(r.backlink[v])
@@ -490,7 +490,8 @@ def check_hops_fall(r):
         if 0 < b < 255:
             u = (v[0] + ARC_DR[b - 1], v[1] + ARC_DC[b - 1])
             assert 0 <= u[0] < R and 0 <= u[1] < C and not np.isnan(r.distance[u])
-            assert r.hops[u] < r.hops[v], (v, u, r.hops[v], r.hops[u])
+            assert (r.hops[u], r.distance[u]) < (r.hops[v], r.distance[v]), (
+                v, u, r.hops[v], r.hops[u], r.distance[v], r.distance[u])
 
 
 def test_zero_friction_tiles_write_no_backlink_cycle():
@@ -528,3 +529,58 @@ def test_zero_friction_random_tiles_match_in_core_without_cycles(seed):
     np.testing.assert_array_equal(r.allocation, want.allocation)
     check_hops_fall(r)
     check_backlinks(z, f, r, 8, cost_model_code("friction"), src)
+
+
+def backlink_cycle(back):
+    """A cell whose backlink walk never ends (None when every walk ends at code 0 or 255)."""
+    R, C = back.shape
+    for v in zip(*np.nonzero((back != 0) & (back != 255))):
+        cur, steps = v, 0
+        while back[cur] not in (0, 255):
+            k = int(back[cur]) - 1
+            cur = (cur[0] + ARC_DR[k], cur[1] + ARC_DC[k])
+            steps += 1
+            if steps > R * C:
+                return v
+    return None
+
+
+@pytest.mark.parametrize("seed", [15, 31])
+def test_zero_friction_corner_sources_write_no_backlink_cycle(seed):
+    """Grids whose tiled run wrote 2-cycles through zero-cost diagonals ((11, 4) <-> (12, 3)
+    for seed 15) while boundary cells were recomputed in their own tile: no walk cycles, no
+    reached cell lacks a backlink, and (hops, distance) falls along every backlink."""
+    rng = np.random.default_rng(seed)
+    R, C = rng.integers(6, 14, 2)
+    z = np.ones((R, C), np.float32)
+    f = rng.choice([0.0, 1.0, 2.0], (R, C)).astype(np.float32)
+    src = [(0, 0), (int(R - 1), int(C - 1))]
+    want = grid_sssp(z, src, cost="friction", friction=f, connectivity=8, backend="cpu")
+    r = tiled_sssp(z, src, cost="friction", friction=f, connectivity=8, tile=4,
+                   backend="cpu", group_tiles=2)
+    np.testing.assert_allclose(r.distance, want.distance, rtol=1e-12)
+    assert backlink_cycle(r.backlink) is None
+    assert not np.any((r.backlink == 255) & ~np.isnan(r.distance))
+    check_hops_fall(r)
+
+
+def test_zero_friction_random_sweep_no_cycle_no_missing_backlink():
+    """50 random grids, a third of the cells of friction 0, 1-3 random sources, 8-connected,
+    tiles of 4, groups of 2 tiles: distances within 1e-12 of the in-core run, no backlink
+    walk cycles and every reached cell has a backlink. Seed 129 left (10, 7), a boundary cell
+    whose phase-2 label had no neighbour of its allocation with fewer hops, at 255 (its
+    neighbours of equal hops lay below it in distance)."""
+    for seed in range(100, 150):
+        rng = np.random.default_rng(seed)
+        R, C = rng.integers(6, 18, 2)
+        z = np.ones((R, C), np.float32)
+        f = rng.choice([0.0, 1.0, 2.0], (R, C)).astype(np.float32)
+        src = list(dict.fromkeys((int(rng.integers(R)), int(rng.integers(C)))
+                                 for _ in range(1 + seed % 3)))
+        want = grid_sssp(z, src, cost="friction", friction=f, connectivity=8, backend="cpu")
+        r = tiled_sssp(z, src, cost="friction", friction=f, connectivity=8, tile=4,
+                       backend="cpu", group_tiles=2)
+        np.testing.assert_allclose(r.distance, want.distance, rtol=1e-12, err_msg=str(seed))
+        assert backlink_cycle(r.backlink) is None, seed
+        assert not np.any((r.backlink == 255) & ~np.isnan(r.distance)), seed
+        check_hops_fall(r)
