@@ -512,13 +512,12 @@ def test_zero_friction_tiles_write_no_backlink_cycle():
     check_backlinks(z, f, r, 8, cost_model_code("friction"), src)
 
 
-@pytest.mark.parametrize("seed", [66, 82, 95, 100, 125, 3, 7])
-def test_zero_friction_random_tiles_match_in_core_without_cycles(seed):
-    """Random grids with a third of the cells of friction 0, 8-connected, tiles of 4, groups
-    of 2 tiles: distances within 1e-12 of the in-core run, the same allocation, hops falling
-    along every backlink; each walk ends at its own source (seeds whose tiles wrote cycles)."""
+def _corner_sources_run(seed, largest):
+    """A random grid of at most ``largest`` cells a side, a third of its cells of friction 0,
+    sources at two corners: ``(z, f, sources, in-core result, tiled result)`` (8-connected,
+    tiles of 4, groups of 2 tiles)."""
     rng = np.random.default_rng(seed)
-    R, C = rng.integers(6, 20, 2)
+    R, C = rng.integers(6, largest, 2)
     z = np.ones((R, C), np.float32)
     f = rng.choice([0.0, 1.0, 2.0], (R, C)).astype(np.float32)
     src = [(0, 0), (int(R - 1), int(C - 1))]
@@ -526,8 +525,17 @@ def test_zero_friction_random_tiles_match_in_core_without_cycles(seed):
     r = tiled_sssp(z, src, cost="friction", friction=f, connectivity=8, tile=4,
                    backend="cpu", group_tiles=2)
     np.testing.assert_allclose(r.distance, want.distance, rtol=1e-12)
-    np.testing.assert_array_equal(r.allocation, want.allocation)
     check_hops_fall(r)
+    return z, f, src, want, r
+
+
+@pytest.mark.parametrize("seed", [66, 82, 95, 100, 125, 3, 7])
+def test_zero_friction_random_tiles_match_in_core_without_cycles(seed):
+    """Random grids with a third of the cells of friction 0, 8-connected, tiles of 4, groups
+    of 2 tiles: distances within 1e-12 of the in-core run, the same allocation, hops falling
+    along every backlink; each walk ends at its own source (seeds whose tiles wrote cycles)."""
+    z, f, src, want, r = _corner_sources_run(seed, 20)
+    np.testing.assert_array_equal(r.allocation, want.allocation)
     check_backlinks(z, f, r, 8, cost_model_code("friction"), src)
 
 
@@ -550,18 +558,9 @@ def test_zero_friction_corner_sources_write_no_backlink_cycle(seed):
     """Grids whose tiled run wrote 2-cycles through zero-cost diagonals ((11, 4) <-> (12, 3)
     for seed 15) while boundary cells were recomputed in their own tile: no walk cycles, no
     reached cell lacks a backlink, and (hops, distance) falls along every backlink."""
-    rng = np.random.default_rng(seed)
-    R, C = rng.integers(6, 14, 2)
-    z = np.ones((R, C), np.float32)
-    f = rng.choice([0.0, 1.0, 2.0], (R, C)).astype(np.float32)
-    src = [(0, 0), (int(R - 1), int(C - 1))]
-    want = grid_sssp(z, src, cost="friction", friction=f, connectivity=8, backend="cpu")
-    r = tiled_sssp(z, src, cost="friction", friction=f, connectivity=8, tile=4,
-                   backend="cpu", group_tiles=2)
-    np.testing.assert_allclose(r.distance, want.distance, rtol=1e-12)
+    r = _corner_sources_run(seed, 14)[-1]
     assert backlink_cycle(r.backlink) is None
     assert not np.any((r.backlink == 255) & ~np.isnan(r.distance))
-    check_hops_fall(r)
 
 
 def test_zero_friction_random_sweep_no_cycle_no_missing_backlink():
