@@ -720,7 +720,7 @@ def _stopped(stop):
     return 128 + signum
 
 
-def out_of_open_files(error):
+def _out_of_open_files(error):
     """The one line for ``error`` when it, or one of its causes, is a process or system out
     of file descriptors (``EMFILE``, ``ENFILE``, or a library's message saying so), wherever
     it came up (a lock, a library's import, GDAL opening a file); else None."""
@@ -746,7 +746,7 @@ def _open_files_said():
     try:
         yield
     except Exception as e:
-        said = out_of_open_files(e)
+        said = _out_of_open_files(e)
         if said is None:
             raise
         raise InputError(said) from None
