@@ -70,7 +70,7 @@ def write_table(path, columns, overwrite=False):
     >>> write_table(p, {"id": np.array([10, 20]), "distance": np.array([0.0, 1.5])})
     >>> print(open(p).read().strip())
     id,distance
-    10,0
+    10,0.0
     20,1.5
     """
     path = Path(path)
