@@ -191,7 +191,8 @@ RUNNERS = {
     "fill": (_run_fill, ".fill.zarr"),
     "flow": (_run_flow, ".flow.zarr"),
 }
-# command -> check(args), run before any file: options shared by every file
+
+
 def _check_fill(args):
     """Options of the in-core fill with the tiled route asked: refused before any file."""
     _check_connectivity("fill")(args)
@@ -202,6 +203,7 @@ def _check_fill(args):
                          f"{'need' if len(asked) > 1 else 'needs'} the in-core route")
 
 
+# command -> check(args), run before any file: options shared by every file
 CHECKS = {"cost-distance": _check_cost_distance, "fill": _check_fill,
           **{c: _check_connectivity(c) for c in ("mst", "flow")}}
 

@@ -16,8 +16,8 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "MAX_TILE", "weight_model_code",
-           "check_connectivity", "check_cellsize", "horizontal_lengths", "grid_edges", "edge_keys", "order_bits",
-           "edge_weights_np", "block_sides", "WeightSum", "check_weight_range"]
+           "check_connectivity", "check_cellsize", "horizontal_lengths", "grid_edges", "edge_keys",
+           "order_bits", "edge_weights_np", "block_sides", "WeightSum", "check_weight_range"]
 
 WEIGHT_MODELS = ("max", "absdiff", "slope", "length3d")
 MAX_TILE = 1 << 15  # 4 * tile² local edge indices must fit 32 bits
