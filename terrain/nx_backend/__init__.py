@@ -326,7 +326,9 @@ class BackendInterface:
         from terrain.graph import diameter
         r = diameter(G.csr(), extremes=extremes, backend="cpu")
         if not r.connected:
-            raise nx.NetworkXError(_NOT_CONNECTED_BOUNDS if usebounds else _NOT_CONNECTED)
+            # NetworkX bounds only for ``usebounds is True``; any other value runs (and words)
+            # its eccentricity loop
+            raise nx.NetworkXError(_NOT_CONNECTED_BOUNDS if usebounds is True else _NOT_CONNECTED)
         return r
 
     @staticmethod

@@ -374,3 +374,17 @@ def test_networkx_own_tests_with_the_backend(module, tmp_path):
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("usebounds", [True, False, 1, "yes"])
+def test_not_connected_message_follows_usebounds_as_networkx_reads_it(usebounds):
+    """NetworkX bounds (and words its error so) only for ``usebounds is True``; a truthy
+    value other than True runs its eccentricity loop and that loop's message."""
+    G = nx.Graph([(0, 1), (2, 3)])
+    T = B.convert_from_nx(G)
+    for name in ("diameter", "radius", "center", "periphery"):
+        with pytest.raises(nx.NetworkXError) as want:
+            getattr(nx, name)(G, usebounds=usebounds)
+        with pytest.raises(nx.NetworkXError) as got:
+            getattr(B, name)(T, usebounds=usebounds)
+        assert str(got.value) == str(want.value), name
