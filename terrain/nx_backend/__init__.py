@@ -45,10 +45,15 @@ class TerrainGraph:
         self.index = {v: i for i, v in enumerate(self.nodes)}
         adj = G._adj
         index = self.index
+        # rows as iterated: a view's len() may count neighbours its iteration filters out
+        # (a multigraph's edge_subgraph counts a neighbour with none of its keys kept)
+        indices, ends = [], []
+        for v in self.nodes:
+            indices.extend(map(index.__getitem__, adj[v]))
+            ends.append(len(indices))
         self.indptr = np.zeros(len(self.nodes) + 1, np.int64)
-        np.cumsum([len(adj[v]) for v in self.nodes], out=self.indptr[1:])
-        self.indices = np.fromiter((index[w] for v in self.nodes for w in adj[v]), np.int64,
-                                   count=int(self.indptr[-1]))
+        self.indptr[1:] = ends
+        self.indices = np.array(indices, np.int64)
         self.arc_data = [d for v in self.nodes for d in adj[v].values()]
         self.directed = G.is_directed()
         self.multigraph = G.is_multigraph()

@@ -388,3 +388,20 @@ def test_not_connected_message_follows_usebounds_as_networkx_reads_it(usebounds)
         with pytest.raises(nx.NetworkXError) as got:
             getattr(B, name)(T, usebounds=usebounds)
         assert str(got.value) == str(want.value), name
+
+
+def test_views_convert_as_iterated():
+    """A view's adjacency as NetworkX iterates it: a multigraph's edge_subgraph counts, in
+    len(), a neighbour whose keys are all filtered out, but its iteration skips it."""
+    M = nx.MultiGraph([(0, 1), (0, 1), (1, 2), (2, 0), (2, 3), (3, 4)])
+    V = M.edge_subgraph([(0, 1, 0), (1, 2, 0), (2, 3, 0), (3, 4, 0)])
+    assert len(V._adj[0]) != len(list(V._adj[0]))   # the inconsistency this is about
+    T = B.convert_from_nx(V)
+    for s in V:
+        assert list(B.bfs_layers(T, s)) == list(nx.bfs_layers(V, s))
+        assert list(B.single_source_shortest_path_length(T, s).items()) == \
+            list(nx.single_source_shortest_path_length(V, s).items())
+        assert list(B.single_source_dijkstra_path_length(T, s).items()) == \
+            list(nx.single_source_dijkstra_path_length(V, s).items())
+    assert B.diameter(T) == nx.diameter(V)
+    assert B.eccentricity(T) == nx.eccentricity(V)
