@@ -385,7 +385,8 @@ class BackendInterface:
         """Kruskal's minimum spanning forest as NetworkX builds it (``G``'s class, graph
         attributes and nodes; the edges with their data in Kruskal's order)."""
         from terrain.graph import build_csr, minimum_spanning_forest
-        if algorithm not in ("kruskal", "prim", "boruvka"):
+        # a set: an unhashable algorithm raises the TypeError of NetworkX's dict lookup
+        if algorithm not in {"kruskal", "prim", "boruvka"}:
             raise ValueError(f"{algorithm} is not a valid choice for an algorithm.")
         if algorithm != "kruskal":
             raise NotImplementedError("terrain: Kruskal's tie-breaking only (NetworkX runs "

@@ -405,3 +405,17 @@ def test_views_convert_as_iterated():
             list(nx.single_source_dijkstra_path_length(V, s).items())
     assert B.diameter(T) == nx.diameter(V)
     assert B.eccentricity(T) == nx.eccentricity(V)
+
+
+@pytest.mark.parametrize("algorithm", ["nope", ["kruskal"], {"prim": 1}])
+def test_spanning_tree_algorithm_errors_are_networkxs(algorithm):
+    """An unknown algorithm: NetworkX's ValueError; an unhashable one: the TypeError of its
+    dict lookup."""
+    G = nx.Graph([(0, 1), (1, 2)])
+    T = B.convert_from_nx(G, preserve_edge_attrs=True, preserve_node_attrs=True,
+                          preserve_graph_attrs=True)
+    with pytest.raises(Exception) as want:
+        nx.minimum_spanning_tree(G, algorithm=algorithm)
+    with pytest.raises(Exception) as got:
+        B.minimum_spanning_tree(T, algorithm=algorithm)
+    assert (type(got.value), str(got.value)) == (type(want.value), str(want.value))
