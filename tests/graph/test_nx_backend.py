@@ -419,3 +419,26 @@ def test_spanning_tree_algorithm_errors_are_networkxs(algorithm):
     with pytest.raises(Exception) as got:
         B.minimum_spanning_tree(T, algorithm=algorithm)
     assert (type(got.value), str(got.value)) == (type(want.value), str(want.value))
+
+
+def test_a_single_search_decides_without_counting_the_edges():
+    """should_run for a single search reads NetworkX's cache only: counting the edges (a pass
+    over every node's degree) had cost half of NetworkX's own BFS on each call it kept, and
+    NetworkX calls these searches once a node (eccentricity, closeness)."""
+    counted = []
+
+    class Counting(nx.Graph):
+        def number_of_edges(self, u=None, v=None):
+            counted.append(1)
+            return super().number_of_edges(u, v)
+    G = Counting(nx.grid_2d_graph(30, 30))
+    for name, args in [("bfs_layers", (G, (0, 0))), ("eccentricity", (G, (0, 0))),
+                       ("single_source_shortest_path_length", (G, (0, 0))),
+                       ("single_source_dijkstra_path_length", (G, (0, 0))),
+                       ("dijkstra_path_length", (G, (0, 0), (3, 4)))]:
+        assert B.should_run(name, args, {}) is not True, name
+    assert not counted
+    nx.diameter(G, backend="terrain")   # converted: single searches run here now
+    assert B.should_run("bfs_layers", (G, (0, 0)), {}) is True and not counted
+    assert B.should_run("diameter", (G,), {}) is True and counted
+    assert list(nx.bfs_layers(G, (0, 0), backend="terrain")) == list(nx.bfs_layers(G, (0, 0)))
