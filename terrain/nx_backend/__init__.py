@@ -375,11 +375,13 @@ class BackendInterface:
             raise nx.NodeNotFound(f"Node {source} not found in graph")
         if source == target:
             return 0
-        hash(target)  # NetworkX looks it up in its dict of distances: its TypeError
-        t = G.index.get(target, -1) if target in G else -1
+        t = G.index[target] if target in G else -1
         for v, d in _dijkstra(G, [G.index[source]], weight, target=t):
             if v == t:
                 return d
+        # NetworkX looks the target up in its dict of distances after its search (whose own
+        # errors come first): an unhashable target's TypeError
+        hash(target)
         raise nx.NetworkXNoPath(f"Node {target} not reachable from {source}")
 
     @staticmethod

@@ -442,3 +442,15 @@ def test_a_single_search_decides_without_counting_the_edges():
     assert B.should_run("bfs_layers", (G, (0, 0)), {}) is True and not counted
     assert B.should_run("diameter", (G,), {}) is True and counted
     assert list(nx.bfs_layers(G, (0, 0), backend="terrain")) == list(nx.bfs_layers(G, (0, 0)))
+
+
+@pytest.mark.parametrize("G", [nx.path_graph(3), nx.Graph([(0, 1, {"weight": "s"})]),
+                               nx.Graph([(0, 1, {"weight": 2}), (1, 2, {"weight": -5})])])
+def test_an_unhashable_target_fails_after_the_search_as_networkxs(G):
+    """NetworkX searches first and looks the target up after: a string weight's TypeError or
+    the negative weights' ValueError comes before the unhashable target's TypeError."""
+    with pytest.raises(Exception) as want:
+        nx.dijkstra_path_length(G, 0, [1])
+    with pytest.raises(Exception) as got:
+        B.dijkstra_path_length(B.convert_from_nx(G), 0, [1])
+    assert (type(got.value), str(got.value)) == (type(want.value), str(want.value))
