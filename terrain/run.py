@@ -756,6 +756,10 @@ def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(join_negative_values(sys.argv[1:] if argv is None
                                                          else list(argv)))
+    if sys.stdout is None:  # started with fd 1 closed (`>&-`): every command prints to it
+        print("terrain: standard output is closed: nothing was run (> /dev/null discards "
+              "what it prints)", file=sys.stderr)
+        return 2
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning

@@ -153,26 +153,41 @@ def test_geotiff_dir_is_made_when_its_parent_exists(workdir):
     assert (workdir / "c2.zarr" / "zarr.json").is_file()
 
 
-def test_a_finished_run_exits_0_whatever_its_standard_output(tmp_path):
-    """The run's outputs complete, then its summary failed: stdout closed (``>&-``: Python's
-    ``sys.stdout`` is None) or an encoding without the path's characters
-    (``PYTHONIOENCODING=ascii``) gave a traceback and exit 1, and a rerun "output exists"."""
-    import os
+def test_a_finished_run_exits_0_whatever_its_standard_outputs_encoding(tmp_path):
+    """The run's outputs complete, then its summary failed: an encoding without the path's
+    characters (``PYTHONIOENCODING=ascii``) gave a traceback and exit 1, and a rerun "output
+    exists"."""
     import subprocess
     import sys
 
     from cli import child_env
     (tmp_path / "ñ.asc").write_text(HEADER + ROWS)
-    closed = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "ñ.asc", "-o",
-                             "closed.zarr"], cwd=tmp_path, env=child_env(), text=True,
-                            stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
-    assert closed.returncode == 0 and closed.stderr == "", closed.stderr
     ascii_ = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "ñ.asc", "-o",
                              "ñ.zarr"], cwd=tmp_path, env=child_env(PYTHONIOENCODING="ascii"),
                             capture_output=True, text=True)
     assert ascii_.returncode == 0 and ascii_.stderr == "", ascii_.stderr
     assert "\\xf1.zarr" in ascii_.stdout
-    assert (tmp_path / "closed.zarr").is_dir() and (tmp_path / "ñ.zarr").is_dir()
+    assert (tmp_path / "ñ.zarr").is_dir()
+
+
+@pytest.mark.parametrize("argv", [["info", "m.zarr"],
+                                  ["mst", "g.asc", "-o", "closed.zarr", "--json"]])
+def test_a_closed_standard_output_is_refused_before_any_work(tmp_path, argv):
+    """``>&-`` (Python's ``sys.stdout`` is None): every command printed into nothing and
+    exited 0, ``info`` saying nothing at all; one line, status 2, nothing written, as a full
+    standard output is an error."""
+    import os
+    import subprocess
+    import sys
+
+    from cli import child_env
+    (tmp_path / "g.asc").write_text(HEADER + ROWS)
+    assert run_terrain("mst", "g.asc", "-o", "m.zarr", cwd=tmp_path).returncode == 0
+    closed = subprocess.run([sys.executable, "-m", "terrain.run", *argv], cwd=tmp_path,
+                            env=child_env(), text=True, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: os.close(1))
+    assert_one_line_error(closed, "standard output is closed: nothing was run")
+    assert not (tmp_path / "closed.zarr").exists()
 
 
 @pytest.mark.parametrize("argv, message", [
