@@ -14,7 +14,7 @@ graph, and with ``--networkit PYTHON`` (an interpreter whose environment has net
 ``--processes`` times whole processes instead, on the stand-ins and every ``--file``: ``terrain
 diameter FILE`` (``--terrain-python``: an installation's) against a networkit script that
 reads the file, extracts the largest component and runs the exact diameter (best wall of
-``--repeat``; peak RSS).
+``--repeat``; peak RSS), then checks the two diameters agree (one untimed run each).
 """
 
 import argparse
@@ -119,13 +119,31 @@ import networkit as nk
 nk.setNumberOfThreads(1)
 G = nk.graphio.EdgeListReader("\\t", 0, "#", continuous=False, directed=False).read(sys.argv[1])
 G = nk.components.ConnectedComponents(G).extractLargestConnectedComponent(G, True)
-nk.distance.Diameter(G, nk.distance.DiameterAlgo.EXACT).run()
+d = nk.distance.Diameter(G, nk.distance.DiameterAlgo.EXACT)
+d.run()
+print(d.getDiameter()[0])
 """
 
 
+def _diameters_agree(path, ours, env, networkit):
+    """``(what, agreed)``: terrain's ``diameter --json`` against the networkit script's, one
+    untimed run each (the timed ones print into /dev/null)."""
+    import json
+    import subprocess
+    mine = subprocess.run([*ours, "diameter", str(path), "--json"], env=env,
+                          capture_output=True, text=True, check=True)
+    peer = subprocess.run([networkit, "-c", _NETWORKIT_PROCESS, str(path)],
+                          capture_output=True, text=True, check=True)
+    d = int(peer.stdout.split()[-1])
+    return f"{Path(path).name} diameter vs networkit's ({d})", json.loads(mine.stdout)[
+        "diameter"] == d
+
+
 def _processes(paths, repeat, networkit, terrain_python):
-    """Whole processes: terrain's ``diameter`` command against the networkit script."""
+    """Whole processes: terrain's ``diameter`` command against the networkit script, their
+    diameters compared when networkit ran."""
     ours, env = terrain_command(terrain_python)
+    checks = []
     print("graph | terrain wall s | terrain peak MB | networkit wall s | networkit peak MB")
     for path in paths:
         cmds = {"terrain": ([*ours, "diameter", str(path)], env)}
@@ -140,7 +158,9 @@ def _processes(paths, repeat, networkit, terrain_python):
         cells = [f"{best[k][0]:.2f} | {best[k][1] / 1e6:.0f}" if k in best else "- | -"
                  for k in ("terrain", "networkit")]
         print(f"{Path(path).name} | {cells[0]} | {cells[1]}", flush=True)
-    return verdict([])
+        if networkit:
+            checks.append(_diameters_agree(path, ours, env, networkit))
+    return verdict(checks, unchecked="no --networkit: terrain's processes timed alone")
 
 
 def main(argv=None):

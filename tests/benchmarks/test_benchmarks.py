@@ -192,3 +192,25 @@ def test_bench_bad_input_is_one_line_exit_2(argv, said):
     assert rc == 2, (so, se)
     assert "Traceback" not in se and len(se.strip().splitlines()) == 1, se
     assert se.startswith("python -m benchmarks bfs: ") and said in se, se
+
+
+@pytest.mark.parametrize("peer_says, agreed", [(3, True), (4, False)])
+def test_standins_whole_processes_compare_the_diameters(tmp_path, monkeypatch, capsys,
+                                                        peer_says, agreed):
+    """``graph_standins --processes --networkit PYTHON`` timed networkit's process, then said
+    ``check: nothing compared``; each graph's diameter is now checked against networkit's (a
+    stand-in interpreter here that prints ``peer_says``; the path graphs' diameter is 3)."""
+    import os
+
+    from benchmarks.graph_standins import main
+    for name in ("power", "facebook", "hepph"):  # present: the stand-ins are not generated
+        (tmp_path / f"{name}.txt").write_text("0\t1\n1\t2\n2\t3\n")
+    peer = tmp_path / "networkit-python"
+    peer.write_text(f"#!/bin/sh\necho {peer_says}\n")
+    os.chmod(peer, 0o755)
+    assert main([str(tmp_path), "--processes", "--repeat", "1", "--networkit", str(peer)]) == \
+        (0 if agreed else 1)
+    checks = [line for line in capsys.readouterr().out.splitlines() if line.startswith("check:")]
+    said = "agree" if agreed else "DIFFER"
+    assert checks == [f"check: {name}.txt diameter vs networkit's ({peer_says}): {said}"
+                      for name in ("power", "facebook", "hepph")]
