@@ -176,12 +176,12 @@ def _search_command(args, backend, task, task_args, **kw):
         check_outputs([args.graph], [args.out], args.overwrite)
         check_table_path(args.out)
     found, (table, dense) = _load_and_run(_source(args), task, task_args, **kw)
-    summary = {"graph": str(args.graph), **found, "backend": backend.name}
+    summary = {"input": str(args.graph), **found, "backend": backend.name}
     if args.out:
         if not dense:
             check_table_path(args.out, dense_ids=False)
         write_table(args.out, table, overwrite=args.overwrite)
-        summary["out"] = str(args.out)
+        summary["output"] = str(args.out)
     return found, summary
 
 
@@ -308,10 +308,10 @@ def diameter_command(args):
                                         args.seed), directed=False, name="diameter-run",
         label="diameter")
     out = result.as_dict()
-    out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend)
+    out.update(input=str(args.graph), seconds=round(seconds, 6), backend=backend)
     if getattr(args, "path_out", None):
         _write_ids(args.path_out, result.path, overwrite)
-        out["path_out"] = str(args.path_out)
+        out["output"] = str(args.path_out)
     if args.json:
         print(json_text(out))
         return 0
@@ -450,7 +450,7 @@ def mst_graph_command(args):
                                    _mst_graph_task, (backend.name,), directed=False,
                                    name="mst-graph-run", label="mst")
     write_table(out, table, overwrite=args.overwrite)
-    summary = {"graph": str(args.input), **summary, "backend": backend.name, "out": str(out)}
+    summary = {"input": str(args.input), **summary, "backend": backend.name, "output": str(out)}
     if args.json:
         print(json_text(summary))
     else:

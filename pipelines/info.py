@@ -54,7 +54,7 @@ def describe_path(path):
     group = open_group(path, mode="r")
     a = dict(group.attrs)
     if a.get("kind") == "terrain-graph-csr":
-        return {"store": str(path), "kind": "graph cache", "vertices": int(a["n"]),
+        return {"input": str(path), "kind": "graph cache", "vertices": int(a["n"]),
                 "edges": int(a["nnz"]) // 2, "name": a.get("name"), "meta": a.get("meta", {})}
     if "elevation" in group and "terrain" in a:
         d = describe_store(open_store(path))
@@ -65,7 +65,7 @@ def describe_path(path):
             raise InputError(f"{path}: not a terrain tile store or result store")
         rows, cols = layers[0]["shape"]
         gt = a.get("geotransform") or [0.0, 1.0, 0.0, float(rows), 0.0, -1.0]
-        d = {"store": str(path), "kind": "result store", "shape": [rows, cols],
+        d = {"input": str(path), "kind": "result store", "shape": [rows, cols],
              "geotransform": list(gt), "cellsize": [abs(gt[1]), abs(gt[5])],
              "crs": a.get("crs"), "source": a.get("source")}
     d["crs_label"] = crs_label(d.get("crs"))
@@ -103,7 +103,7 @@ def describe_store(store):
     rows, cols = store.shape
     a = store.attrs
     return {
-        "store": str(store.path), "shape": [rows, cols], "tile": store.tile,
+        "input": str(store.path), "shape": [rows, cols], "tile": store.tile,
         "tiles": list(store.tiles_shape), "tile_count": store.tiles_shape[0] * store.tiles_shape[1],
         "tiles_per_shard": store.tiles_per_shard, "levels": store.levels,
         "nodata_cells": stats["nodata_cells"], "min": stats["min"], "max": stats["max"],
@@ -147,14 +147,14 @@ def _format_result(name, s):
 def format_description(d):
     """The text ``info`` prints for :func:`describe_path`'s dict."""
     if d["kind"] == "graph cache":
-        return "\n".join([f"store     {d['store']} (graph cache written by graph-ingest)",
+        return "\n".join([f"store     {d['input']} (graph cache written by graph-ingest)",
                           f"graph     {d['vertices']} vertices, {d['edges']} undirected edges",
                           f"source    {d['name']}"])
     rows, cols = d["shape"]
     gt, cells = d["geotransform"], rows * cols
     tiles = d["kind"] == "tile store"
-    lines = [f"store     {d['store']}" if tiles else
-             f"store     {d['store']} (result store"
+    lines = [f"store     {d['input']}" if tiles else
+             f"store     {d['input']} (result store"
              + (f"; the DEM is in {d['source']})" if d.get("source") else ")"),
              f"shape     {rows} rows x {cols} cols ({cells} cells)"]
     if tiles:

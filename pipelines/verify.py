@@ -212,7 +212,7 @@ def verify_command(args):
     cert = verify_path(args.result, args.graph, sources, args.format)
     seconds = time.perf_counter() - t0
     if args.json:
-        print(json_text({"result": str(args.result), "what": cert.what, "ok": cert.ok,
+        print(json_text({"input": str(args.result), "what": cert.what, "ok": cert.ok,
                           "checks": cert.checks, "violation": cert.violation,
                           "facts": cert.facts, "seconds": round(seconds, 6)}, indent=2))
     else:
