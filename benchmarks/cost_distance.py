@@ -185,7 +185,7 @@ def whole_process(args):
             print(proc.stdout[-2000:], proc.stderr[-4000:], file=sys.stderr)
             return proc.returncode
         s = json.loads(proc.stdout)
-        name = f"terrain {label} ({s['algorithm']})"
+        name = f"terrain {label} ({s['route']})"
         print(f"{name:36s} {wall:8.2f}  "
               f"run {s['seconds']:.2f} s: read {s['read_seconds']:.2f}, solve "
               f"{s['solve_seconds']:.2f}, write {s.get('write_wall_seconds', 0.0):.2f} (wall; "

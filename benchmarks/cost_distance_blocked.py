@@ -1,5 +1,5 @@
 """``python -m benchmarks.cost_distance_blocked``: the out-of-core CPU cost distance
-(``cost-distance --algorithm blocked``) against the in-core command, whole processes.
+(``cost-distance --route blocked``) against the in-core command, whole processes.
 
 The grid of the issue's CPU benchmark: friction uniform random in [1, 2] (seeded), elevation
 0, ``--cost friction``, 8-connected, one source in the centre; the DEM and the friction are
@@ -74,7 +74,7 @@ def make_stores(work, n, seed=0):
 def _run(dem, friction, out, n, algorithm, memory):
     cmd = [sys.executable, "-c", _CHILD, "cost-distance", str(dem), "--cost", "friction",
            "--friction", str(friction), "--source-cell", f"{n // 2},{n // 2}", "-o", str(out),
-           "--overwrite", "--algorithm", algorithm, "--scheduler", "threads", "--json"]
+           "--overwrite", "--route", algorithm, "--scheduler", "threads", "--json"]
     if memory:
         cmd += ["--memory", memory]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env())

@@ -8,7 +8,7 @@ and a second query with two new sources reusing the index; finally the in-core
 integers 0..99 with ``absdiff`` (integer costs: the two algorithms must agree bit for bit),
 8-connected, one source in the centre. Compilation is done before timing.
 
-``--pipeline`` measures the out-of-core command instead (``cost-distance --algorithm
+``--pipeline`` measures the out-of-core command instead (``cost-distance --route
 tiled``, :mod:`pipelines.cost_distance_tiled`) on a tile store of the same DEM: a fresh run
 (one source in the centre) and a ``--reuse`` query (two other sources), each in its own
 process, with its wall time, peak RSS (``ru_maxrss``), bytes read and written
@@ -83,7 +83,7 @@ def _one(job):
         return r.ru_utime + r.ru_stime
     io0, t0, c0 = _io(), time.perf_counter(), cpu_s()
     s = run_cost_distance(job["store"], job["out"], cells=[tuple(c) for c in job["cells"]],
-                          algorithm="tiled", tile_sssp=job["tile"], max_height=job["height"],
+                          route="tiled", tile_sssp=job["tile"], max_height=job["height"],
                           backend=job["backend"], scheduler=job["scheduler"], overwrite=True,
                           reuse=job["reuse"])
     wall, io1 = time.perf_counter() - t0, _io()

@@ -145,11 +145,11 @@ def _format(p):
     if "tasks" in p:
         lines.append(f"tasks     {p['tasks']} (backend {p['backend']})" if p["tasks"] or
                      "path" not in p else f"tasks     none: no task graph (backend {p['backend']})")
-    if "algorithm" in p:
-        solve = f"solve     {p['algorithm']}, backend {p['backend']}"
-        if p["algorithm"] == "blocked":
+    if p["command"] == "cost-distance":
+        solve = f"solve     {p['route']}, backend {p['backend']}"
+        if p["route"] == "blocked":
             solve += f": {p['blocks']} blocks of {p['block']}², distances then labels"
-        if p["algorithm"] == "tiled":
+        if p["route"] == "tiled":
             solve += (f": {p['groups']} groups of {p['group_side']}², SSSP tiles of "
                       f"{p['tile_sssp']}, matrices up to level {p['height']} of "
                       f"{p['sssp_levels']}, {p['top_boundary_cells']} top boundary cells")
@@ -161,7 +161,7 @@ def _format(p):
         f"memory    about {b(p['memory_per_task_bytes'])} a task, "
         f"{b(p['memory_per_worker_bytes'])} a worker of {p['threads_per_worker']} threads",
         f"disk      about {b(p['output_bytes'])} output + {b(p['partial_extra_bytes'])} "
-        + ("scratch" if "algorithm" in p else "checkpoints") + " in the partial"
+        + ("scratch" if p["command"] == "cost-distance" else "checkpoints") + " in the partial"
         + (f" + {b(p['other_outputs_bytes'])} GeoTIFF" if p["other_outputs_bytes"] else "")
         + f"; {b(p['disk_free_bytes'])} free in {p['filesystem']}",
     ]

@@ -78,10 +78,10 @@ def _run_cost_distance(inp, out, args, scheduler):
         start_values=args.start_values, cost=args.cost, friction=_per_file(args.friction, inp),
         connectivity=args.connectivity, max_cost=args.max_cost, tile=args.tile,
         backend=args.backend, scheduler=scheduler, overwrite=args.overwrite,
-        algorithm=args.algorithm, memory=getattr(args, "memory", None),
+        route=args.route, memory=getattr(args, "memory", None),
         stop_points=args.stop or (), stop_cells=args.stop_cell or (),
         stops_file=_per_file(args.stops, inp), geotiff_dir=_geotiff_dir(args, inp))
-    summary = {k: s.get(k) for k in ("algorithm", "reached_cells", "max_distance")}
+    summary = {k: s.get(k) for k in ("route", "reached_cells", "max_distance")}
     summary["sources"] = len(s.get("sources", ()))
     return summary
 
@@ -105,12 +105,12 @@ def _check_cost_distance(args):
     if args.start_values and not args.sources:
         raise InputError("batch cost-distance: start costs from values need a raster of "
                          "sources")
-    if getattr(args, "memory", None) is not None and args.algorithm == "in-core":
+    if getattr(args, "memory", None) is not None and args.route == "in-core":
         raise InputError("batch cost-distance: a memory budget picks the algorithm or bounds "
                          "the blocked one; these runs are in-core")
-    if (args.stop or args.stop_cell or args.stops) and args.algorithm in ("blocked", "tiled"):
+    if (args.stop or args.stop_cell or args.stops) and args.route in ("blocked", "tiled"):
         raise InputError(f"batch cost-distance: stop cells need the in-core algorithm, not "
-                         f"the {args.algorithm} one")
+                         f"the {args.route} one")
 
 
 def _check_connectivity(command):
@@ -193,9 +193,20 @@ RUNNERS = {
 }
 
 
+def _check_hydrology(command):
+    """The check of ``batch fill`` and ``batch flow``'s route (cost-distance's blocked one is
+    not theirs) and ``--connectivity``."""
+    def check(args):
+        if args.route == "blocked":
+            raise InputError(f"batch {command}: the blocked route is cost-distance's; "
+                             f"{command} runs in core or tiled")
+        _check_connectivity(command)(args)
+    return check
+
+
 def _check_fill(args):
     """Options of the in-core fill with the tiled route asked: refused before any file."""
-    _check_connectivity("fill")(args)
+    _check_hydrology("fill")(args)
     asked = [f"--{name.replace('_', '-')}" for name in FILL_OPTIONS if getattr(args, name)]
     if asked and args.route == "tiled":
         raise InputError(f"batch fill: the tiled fill supports --connectivity and --outlets "
@@ -205,7 +216,7 @@ def _check_fill(args):
 
 # command -> check(args), run before any file: options shared by every file
 CHECKS = {"cost-distance": _check_cost_distance, "fill": _check_fill,
-          **{c: _check_connectivity(c) for c in ("mst", "flow")}}
+          "flow": _check_hydrology("flow"), "mst": _check_connectivity("mst")}
 
 
 def _is_manifest(path):

@@ -1,7 +1,7 @@
 """``terrain cost-distance``: accumulated cost, allocation and backlinks from sources; ``terrain
 path``: least-cost paths traced along the backlinks.
 
-One command, three algorithms (:func:`choose_algorithm`): ``in-core``
+One command, three algorithms (routes, :func:`cost_distance_route`): ``in-core``
 (:mod:`pipelines.cost_distance_incore`) wherever the grid fits, the fastest; else
 ``blocked`` (:mod:`pipelines.cost_distance_blocked`) on the CPU and ``tiled``
 (:mod:`pipelines.cost_distance_tiled`, a reusable index) on the GPU. A raster input is
@@ -42,29 +42,29 @@ from .cost_distance_store import (cost_model_attributes, dem_in_output, geotiff_
                                   geotiff_paths, write_geotiffs)
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
-           "choose_algorithm", "default_output", "resolve_sources", "check_cost_options",
-           "resolve_cost", "plan_cost_distance", "parse_pair", "ALGORITHMS"]
+           "cost_distance_route", "default_output", "resolve_sources", "check_cost_options",
+           "resolve_cost", "plan_cost_distance", "parse_pair", "ROUTES"]
 
-ALGORITHMS = ("auto", "in-core", "tiled", "blocked")
+ROUTES = ("auto", "in-core", "tiled", "blocked")
 
 
 #: the output when none is named: ``dem.tif`` -> ``dem.cost.zarr``
 default_output = functools.partial(output_beside, suffix=".cost.zarr")
 
 
-def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="auto",
-                     backend="cpu"):
+def cost_distance_route(shape, has_friction=False, memory_bytes=None, route="auto",
+                        backend="cpu"):
     """``"in-core"`` when the grid's working set (:func:`terrain.grid.sssp.incore_bytes`) is
     under half the memory (``memory_bytes``, else the free device or host memory), else
-    ``"blocked"`` on the CPU and ``"tiled"`` on the GPU; another ``algorithm`` as it is.
+    ``"blocked"`` on the CPU and ``"tiled"`` on the GPU; another ``route`` as it is.
 
-    >>> choose_algorithm((1000, 1000), memory_bytes=10**9), choose_algorithm(
+    >>> cost_distance_route((1000, 1000), memory_bytes=10**9), cost_distance_route(
     ...     (10**5, 10**5), memory_bytes=10**9)
     ('in-core', 'blocked')"""
-    if algorithm not in ALGORITHMS:
-        raise InputError(f"algorithm {algorithm!r}: expected auto, in-core, tiled or blocked")
-    if algorithm != "auto":
-        return algorithm
+    if route not in ROUTES:
+        raise InputError(f"route {route!r}: expected auto, in-core, tiled or blocked")
+    if route != "auto":
+        return route
     be = get_backend(backend)
     need = incore_bytes(shape, has_friction)
     if memory_bytes is None:
@@ -225,7 +225,7 @@ def parse_memory(text):
 
 
 def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=None,
-               algorithm="auto", tile_sssp=None, max_height=None, reuse=None, memory=None):
+               route="auto", tile_sssp=None, max_height=None, reuse=None, memory=None):
     """The run's spec for the header ``grid`` after every check that needs no data."""
     shape, gt = grid.shape, grid.geotransform
     try:  # before any algorithm reads data: each computes the arcs' lengths from it
@@ -235,21 +235,21 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
     if friction is not None:
         _plans.check_same_grid(friction, shape, gt, "friction raster", grid.crs)
     reuse_kind = None if reuse is None else reusable_kind(reuse)
-    if reuse_kind == "tiled" and algorithm not in ("auto", "tiled"):  # asked: never switched
-        raise InputError(f"{reuse}: holds a tiled run's index; this run is {algorithm} (an "
+    if reuse_kind == "tiled" and route not in ("auto", "tiled"):  # asked: never switched
+        raise InputError(f"{reuse}: holds a tiled run's index; this run is {route} (an "
                          "in-core run reuses an in-core run's store)")
     memory_bytes = parse_memory(memory)
     spec = {"shape": shape, "tile": grid.tile, "tiles_per_shard": grid.tiles_per_shard,
             "cost": cost, "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
-            "algorithm": choose_algorithm(shape, friction is not None, algorithm=(
-                "tiled" if reuse_kind == "tiled" else algorithm), backend=backend,
+            "algorithm": cost_distance_route(shape, friction is not None, route=(
+                "tiled" if reuse_kind == "tiled" else route), backend=backend,
                 memory_bytes=memory_bytes),
             "input": str(inp), "friction_path": None if friction is None else str(friction)}
     _check_algorithm_options(spec["algorithm"], tile_sssp, max_height, inp)
-    if memory_bytes is not None and algorithm in ("in-core", "tiled"):  # nothing it bounds
+    if memory_bytes is not None and route in ("in-core", "tiled"):  # nothing it bounds
         raise InputError(f"{inp}: a memory budget picks the algorithm or bounds the blocked "
-                         f"one; this run is {algorithm}")
+                         f"one; this run is {route}")
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import blocked_spec
         blocked_spec(spec, available_memory() if memory_bytes is None else memory_bytes,
@@ -271,7 +271,7 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
 def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sources_file=None,
                       start_cost=None, start_values=False, cost=None, friction=None,
                       connectivity=8, max_cost=None, tile=512, backend=None, scheduler=None,
-                      overwrite=False, geotiff_dir=None, algorithm="auto", tile_sssp=None,
+                      overwrite=False, geotiff_dir=None, route="auto", tile_sssp=None,
                       max_height=None, reuse=None, memory=None, stop_points=(), stop_cells=(),
                       stops_file=None, resume=False):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
@@ -310,7 +310,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     srcs, costs = resolve_sources(gt, grid.shape, points, cells, sources_file,
                                   label=f"{inp}: ", crs=grid.crs, start_cost=start_cost,
                                   start_values=start_values)
-    spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, max_cost, algorithm,
+    spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, max_cost, route,
                       tile_sssp, max_height, reuse, memory)
     stops = _stop_cells(spec, gt, stop_points, stop_cells, stops_file, f"{inp}: ", grid.crs)
     if spec.get("reuse_incore") and (is_remote(out) or is_remote(reuse)):
@@ -491,7 +491,7 @@ def _format_summary(s):
         + (f" (all reached at {s['stop_distance']:.10g})" if "stop_distance" in s else ""),
         f"reached   {s['reached_cells']} cells, max distance "
         + ("-" if md is None else f"{md:.10g}"),
-        f"algorithm {s['algorithm']} ({s.get('queue')}), backend {s['backend']} ({s['device']})",
+        f"route     {s['route']} ({s.get('queue')}), backend {s['backend']} ({s['device']})",
         f"time      {s['seconds']:.2f} s (solve {s['solve_seconds']:.2f} s, read "
         f"{s['read_seconds']:.2f} s, write {s['write_seconds']:.2f} s"
         + (f", GeoTIFFs {s['geotiff_seconds']:.2f} s" if s.get("geotiff_seconds") else "")
@@ -519,7 +519,7 @@ def cost_distance_command(args):
         friction=args.friction, connectivity=args.connectivity, max_cost=args.max_cost,
         tile=args.tile, backend=args.backend, scheduler=args.scheduler,
         overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
-        algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
+        route=args.route, tile_sssp=getattr(args, "tile_sssp", None),
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
         memory=getattr(args, "memory", None), stop_points=args.stop or (),
         stop_cells=args.stop_cell or (), stops_file=args.stops, resume=args.resume)
@@ -607,7 +607,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
                                       sources_file if points_file else None,
                                       label=f"{inp}: ", crs=grid.crs)[0])
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, args.max_cost,
-                      args.algorithm, getattr(args, "tile_sssp", None),
+                      args.route, getattr(args, "tile_sssp", None),
                       getattr(args, "max_height", None), reuse, getattr(args, "memory", None))
     _check_stops(spec, args.stop or args.stop_cell or args.stops, f"{inp}: ")
     threads = plan["threads_per_worker"]
@@ -617,7 +617,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
     if ru is not None:  # the earlier run's ingested DEM and friction: hard links
         linked = ["elevation"] * ru["dem_in_store"] + ["friction"] * ru["friction"]
         ingested = []
-    part = {"algorithm": spec["algorithm"], "sources": sources, "cost": cost,
+    part = {"route": spec["algorithm"], "sources": sources, "cost": cost,
             "backend": be.name}
     layers = list(RESULT_LAYERS)
     if friction is not None and "friction" not in linked:

@@ -1,4 +1,4 @@
-"""``cost-distance --algorithm blocked``: the blocked SSSP (:mod:`terrain.grid.sssp_blocked`)
+"""``cost-distance --route blocked``: the blocked SSSP (:mod:`terrain.grid.sssp_blocked`)
 out of core on the CPU, the in-core result bit for bit in memory bounded by blocks
 (docs/cost-distance.md). The driver builds one small graph a round: ``cost-block{stage}`` per
 block taken, which reads its DEM block (:class:`BlockReader`) and its state

@@ -73,7 +73,8 @@ def source_arrays(sources, start_costs):
 
 def summary_base(spec, backend):
     """The summary's first entries, the same for every algorithm."""
-    out = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    out = {"cost": spec["cost"], "connectivity": spec["connectivity"],
+           "max_cost": spec["max_cost"], "route": spec["algorithm"], "tile": spec["tile"]}
     out.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
     return out
 

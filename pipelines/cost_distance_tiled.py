@@ -1,4 +1,4 @@
-"""The tiled cost distance (``cost-distance --algorithm tiled``) as an out-of-core Dask graph.
+"""The tiled cost distance (``cost-distance --route tiled``) as an out-of-core Dask graph.
 
 The steps of :mod:`terrain.grid.sssp_tiled` (thesis ch. 4-5, Haverkort's hierarchy) on the
 one quadtree walk of :mod:`terrain.tiles.quadtree`. A *group* is a block of ``group_side``

@@ -88,11 +88,11 @@ def _verify_cost_store(path, group):
                          "cannot recompute the arc costs")
     dem = result_dem(path, group, m.get("dem"))  # "elevation": the store's own
     friction = _windowed(group[m["friction"]]) if m.get("friction") else None
-    algorithm = (group.attrs.get("cost_distance") or {}).get("algorithm", "in-core")
+    route = (group.attrs.get("cost_distance") or {}).get("route", "in-core")
     # the in-core SSSP sums exactly what verify sums; the tiled one adds boundary-matrix
     # entries (other sums of the same arcs), which differ in the last bits (1e-16 per add);
     # the blocked one gives the in-core bits
-    rtol = 0.0 if algorithm in ("in-core", "blocked") else 1e-10
+    rtol = 0.0 if route in ("in-core", "blocked") else 1e-10
     side = int(group["distance"].chunks[0])
     return verify_grid_sssp(_windowed(dem), *(_windowed(group[k]) for k in
                                               ("distance", "backlink", "allocation")),

@@ -60,7 +60,7 @@ def _commands(tmp):
         # grid under 16384 tiles does not build unless asked, for their Dijkstras (4.4 s of a
         # first tiled run of a larger grid)
         ["cost-distance", str(tall), "--source-cell", "5,5", "-o", str(tmp / "warm.cost.zarr"),
-         "--algorithm", "tiled", "--max-height", "3", *cpu],
+         "--route", "tiled", "--max-height", "3", *cpu],
     ]
 
 

@@ -36,6 +36,12 @@ _python_show_warning = warnings.showwarning
 # importing the loaders would cost every command's start-up 80 ms
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
 BATCH_COMMANDS = ("ingest", "mst", "cost-distance", "fill", "flow")  # pipelines.batch.RUNNERS
+#: cost-distance's routes: fill's and flow's (auto, in-core, tiled) and its blocked SSSP
+COST_DISTANCE_ROUTES = ("auto", "in-core", "tiled", "blocked")
+COST_DISTANCE_ROUTE_HELP = (
+    "in-core SSSP, the tiled (out-of-core) algorithm, the blocked (out-of-core, CPU) one, or "
+    "auto (default): in-core when the grid fits in memory, else blocked on the CPU and tiled "
+    "on the GPU (tiled on the CPU is slow to build; its index serves --reuse queries)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -219,12 +225,9 @@ def _add_cost_options(p, batch=False):
                       "raster for every input" if batch else ""))
     p.add_argument("--max-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cells farther than C stay unreached")
-    p.add_argument("--algorithm", choices=("auto", "in-core", "tiled", "blocked"),
-                   default="auto",
-                   help=f"{pre}in-core SSSP, the tiled (out-of-core) algorithm, the blocked "
-                        "(out-of-core, CPU) one, or auto (default): in-core when the grid "
-                        "fits in memory, else blocked on the CPU and tiled on the GPU (tiled "
-                        "on the CPU is slow to build; its index serves --reuse queries)")
+    if not batch:  # batch's --route serves fill and flow too
+        p.add_argument("--route", choices=COST_DISTANCE_ROUTES, default="auto",
+                       help=COST_DISTANCE_ROUTE_HELP)
     p.add_argument("--memory", default=None, metavar="SIZE",
                    help=f"{pre}memory budget (e.g. 1.5GB) that picks the algorithm and "
                         "bounds what the blocked algorithm holds beside the process: its "
@@ -463,10 +466,11 @@ def build_parser():
     scoped.add("flow").add_argument("--filled", action="store_true",
                                     help="flow: the DEMs are already depression-filled")
     _add_fill_options(scoped.add("fill"), batch=True)
-    scoped.add("fill", "flow").add_argument(
-        "--route", choices=("auto", "in-core", "tiled"), default="auto",
-        help="fill, flow: in core (the grid in memory) or tiled (out of core), the same "
-             "result (default: by each file's size and the available memory)")
+    scoped.add("cost-distance", "fill", "flow").add_argument(
+        "--route", choices=COST_DISTANCE_ROUTES, default="auto",
+        help=f"cost-distance: {COST_DISTANCE_ROUTE_HELP}; fill, flow: in core (the grid in "
+             "memory) or tiled (out of core), the same result (default: by each file's size "
+             "and the available memory)")
     stem = "{stem} = the input's stem, else the same file for every input"
     scoped.add("fill", "flow").add_argument(
         "--outlets", action=_Once, default=None, metavar="RASTER|POINTS",

@@ -252,7 +252,7 @@ def test_a_run_started_with_sighup_ignored_goes_on_after_it(tmp_path):
 def test_a_signal_stops_the_running_tasks_kernels(tmp_path, rows, cols, options):
     # the process ends within a second or two, not after the kernels
     from terrain.io import write_synth
-    tiled = ["--algorithm", "tiled", "--backend", "cpu"]
+    tiled = ["--route", "tiled", "--backend", "cpu"]
     # the kernels compiled first (a first use compiles them: seconds the stop would wait for)
     write_synth(tmp_path / "w.asc", 64, 64, seed=3)
     warm = run_terrain("cost-distance", "w.asc", "--source-cell", "32,32", *tiled, "-o",

@@ -162,7 +162,7 @@ def test_warm_up_compiles_the_tiled_cost_distance_levels(tmp_path):
     write_synth(tmp_path / "t.asc", 200, 150, seed=4, nodata=0.05)
     proc = subprocess.run([sys.executable, "-m", "terrain.run", "cost-distance",
                            str(tmp_path / "t.asc"), "--source-cell", "100,70", "-o",
-                           str(tmp_path / "c.zarr"), "--algorithm", "tiled", "--max-height",
+                           str(tmp_path / "c.zarr"), "--route", "tiled", "--max-height",
                            "2", "--backend", "cpu", "--scheduler", "synchronous"],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -185,7 +185,7 @@ def test_a_cpu_cost_distance_leaves_numba_unimported(tmp_path):
                                        ["--friction", tmp_path / "f.asc", "--connectivity", "4"],
                                        ["--connectivity", "16", "--stop-cell", "30,30"],
                                        ["--cost", "tobler", "--connectivity", "4"],
-                                       ["--friction", tmp_path / "f.asc", "--algorithm",
+                                       ["--friction", tmp_path / "f.asc", "--route",
                                         "blocked"]))]
     _, imported = imported_after(runs, ("numba",))
     assert imported == "[]"

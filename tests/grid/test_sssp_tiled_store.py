@@ -123,7 +123,7 @@ def test_index_in_store_reused_by_a_fresh_process(capsys, tmp_path):
     z[5, 5] = z[60, 50] = z[2, 58] = 7
     dem = write_asc(tmp_path / "dem.asc", z)
     rc, so, se = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "a.zarr",
-                          "--source-cell", "5,5", "--algorithm", "tiled", "--tile-sssp", 4,
+                          "--source-cell", "5,5", "--route", "tiled", "--tile-sssp", 4,
                           "--max-height", 1, "--tile", 16, "--json")
     assert rc == 0, se
     root = zarr.open_group(str(tmp_path / "a.zarr"), mode="r")
@@ -149,7 +149,7 @@ def test_index_in_store_reused_by_a_fresh_process(capsys, tmp_path):
     s = json.loads(so)
     assert s["skipped_phases"] == ["phase 1", "phase 2 upward"] and s["index_tasks"] == 0
     rc, so, se = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "f.zarr", *src,
-                          "--algorithm", "tiled", "--tile-sssp", 4, "--max-height", 1,
+                          "--route", "tiled", "--tile-sssp", 4, "--max-height", 1,
                           "--tile", 16, "--json")
     assert rc == 0, se
     a, b = _layers(tmp_path / "f.zarr"), _layers(tmp_path / "r.zarr")
@@ -190,10 +190,10 @@ def test_no_task_holds_the_whole_index(capsys, tmp_path, monkeypatch):
     dem = write_asc(tmp_path / "dem.asc", z)
     common = ["--source-cell", "100,90", "--source-cell", "3,190", "--tile", 16, "--json"]
     rc, so, se = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "i.zarr",
-                          "--algorithm", "in-core", *common)
+                          "--route", "in-core", *common)
     assert rc == 0, se
     rc, so, se = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "t.zarr",
-                          "--algorithm", "tiled", "--tile-sssp", 8, "--max-height", 0,
+                          "--route", "tiled", "--tile-sssp", 8, "--max-height", 0,
                           *common)
     assert rc == 0, se
     s = json.loads(so)

@@ -125,7 +125,7 @@ def test_an_infinite_friction_is_a_wall_and_an_infinite_elevation_refused(tmp_pa
         d.write(f, 1)
     for algorithm in ("in-core", "tiled"):
         rc, _, err = run_main(capsys, "cost-distance", path, "--friction", path, "--source-cell",
-                              "0,0", "-o", tmp_path / f"{algorithm}.zarr", "--algorithm",
+                              "0,0", "-o", tmp_path / f"{algorithm}.zarr", "--route",
                               algorithm)
         assert rc == 0, err
     rc, _, err = run_main(capsys, "mst", path, "-o", tmp_path / "m.zarr")

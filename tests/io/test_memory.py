@@ -105,13 +105,13 @@ def test_the_routes_weigh_the_limit(kernel):
     """The choices between in-core and tiled work (cost distance, fill, flow) and the blocked
     algorithm's budget take the cgroup's room, not the host's: a 5000² grid is in core with
     64 GiB free and tiled with 512 MiB left under ``memory.max``."""
-    from pipelines.cost_distance import choose_algorithm
+    from pipelines.cost_distance import cost_distance_route
     from pipelines.fill import fill_route
     from pipelines.flow import flow_route
     from terrain.backend import get_backend
 
     shape, cpu = (5000, 5000), get_backend("cpu")
-    routes = lambda: (choose_algorithm(shape), fill_route(shape, cpu),  # noqa: E731
+    routes = lambda: (cost_distance_route(shape), fill_route(shape, cpu),  # noqa: E731
                       flow_route(shape))
     assert routes() == ("in-core", "in-core", "in-core")
     kernel("proc/self/cgroup", "0::/job\n")

@@ -757,7 +757,7 @@ def test_cost_distance_resume_at_a_url(capsys, tmp_path, monkeypatch, algorithm,
     write_synth(tmp_path / "d.asc", 150, 130, seed=4, nodata=0.02)
     dem = tmp_path / "d.asc"
     url = f"memory://t-resume-cost-{algorithm}/c.zarr"
-    args = ["--tile", "32", "--backend", "cpu", "--json", "--algorithm", algorithm,
+    args = ["--tile", "32", "--backend", "cpu", "--json", "--route", algorithm,
             "--source-cell", "70,60", *(["--memory", "1MB"] if algorithm == "blocked" else [])]
     rc, _, err = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "c.zarr", *args,
                           scheduler=SYNC)

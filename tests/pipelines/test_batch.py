@@ -186,10 +186,10 @@ def test_batch_cost_distance_checks_shared_options_first(tmp_path, rasters):
                             (("--source-cell", "1,1", "--cost", "friction"),
                              "needs a friction raster"),
                             (("--source-cell", "1,1", "--max-cost", "0"), "must be > 0"),
-                            (("--source-cell", "1,1", "--stop-cell", "2,2", "--algorithm",
+                            (("--source-cell", "1,1", "--stop-cell", "2,2", "--route",
                               "blocked"), "stop cells need the in-core algorithm, not the "
                                           "blocked one"),
-                            (("--source-cell", "1,1", "--algorithm", "in-core", "--memory",
+                            (("--source-cell", "1,1", "--route", "in-core", "--memory",
                               "30MB"), "a memory budget picks the algorithm")]:
         proc = run_terrain("batch", "cost-distance", "rasters/*", "-o", "out", *extra,
                            cwd=tmp_path)

@@ -1,4 +1,4 @@
-"""``cost-distance --algorithm blocked`` (pipelines/cost_distance_blocked.py): the store equals
+"""``cost-distance --route blocked`` (pipelines/cost_distance_blocked.py): the store equals
 the in-core command's layer for layer, with several blocks and output shards; bad input leaves
 nothing behind; ``auto`` picks it on the CPU when the memory budget is small."""
 
@@ -50,10 +50,10 @@ def test_blocked_equals_in_core(capsys, tmp_path, dem, small_shards, conn, cost,
         common += ["--friction", write_asc(tmp_path / "f.asc", f)]
     if cost == "tobler":
         common += ["--max-cost", 40]
-    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--algorithm", "in-core", *common)
-    s_b = _run(capsys, path, "-o", tmp_path / "b.zarr", "--algorithm", "blocked", *common,
+    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--route", "in-core", *common)
+    s_b = _run(capsys, path, "-o", tmp_path / "b.zarr", "--route", "blocked", *common,
                scheduler=scheduler)
-    assert s_in["algorithm"] == "in-core" and s_b["algorithm"] == "blocked"
+    assert s_in["route"] == "in-core" and s_b["route"] == "blocked"
     assert s_b["block"] == 16 and s_b["blocks"] == 9  # 45 x 37 cells in blocks of 16
     assert s_b["stage_stats"]["stage1"]["visits"] >= 3
     a, b = _layers(tmp_path / "in.zarr"), _layers(tmp_path / "b.zarr")
@@ -66,7 +66,7 @@ def test_blocked_equals_in_core(capsys, tmp_path, dem, small_shards, conn, cost,
     assert s_b["reached_cells"] == s_in["reached_cells"]
     assert s_b["max_distance"] == s_in["max_distance"]
     g = zarr.open_group(str(tmp_path / "b.zarr"), mode="r")
-    assert g.attrs["cost_distance"]["algorithm"] == "blocked"
+    assert g.attrs["cost_distance"]["route"] == "blocked"
     assert sorted(p.name for p in tmp_path.iterdir() if "zarr" in p.name) == ["b.zarr",
                                                                               "in.zarr"]
     rc, so, se = run_main(capsys, "verify", tmp_path / "b.zarr", "--json", scheduler=None)
@@ -77,7 +77,7 @@ def test_auto_picks_blocked_under_a_small_budget(capsys, tmp_path, dem, small_sh
     _, path = dem
     s = _run(capsys, path, "-o", tmp_path / "b.zarr", "--source-cell", "3,4", "--tile", 8,
              "--memory", "20KB")
-    assert s["algorithm"] == "blocked" and s["block"] == 8  # the budget halves the blocks
+    assert s["route"] == "blocked" and s["block"] == 8  # the budget halves the blocks
     rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "c.zarr",
                           "--source-cell", "3,4", "--tile", 8, "--memory", "20KB")
     assert rc == 0 and "blocks    30 of 8², solved" in so
@@ -99,12 +99,12 @@ def test_blocks_inside_shards_own_friction_and_geotiffs_under_a_budget(capsys, t
     z, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8,
               "--cost", "friction", "--friction", path]
-    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--algorithm", "in-core",
+    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--route", "in-core",
                 "--geotiff-dir", tmp_path / "gi", *common)
     ingests, build = [], ingest.build_ingest_graph
     monkeypatch.setattr(ingest, "build_ingest_graph",
                         lambda *a, **k: ingests.append(a[0]) or build(*a, **k))
-    s_b = _run(capsys, path, "-o", tmp_path / "b.zarr", "--algorithm", "blocked", "--memory",
+    s_b = _run(capsys, path, "-o", tmp_path / "b.zarr", "--route", "blocked", "--memory",
                "20KB", "--geotiff-dir", tmp_path / "gb", *common, scheduler="threads")
     assert s_b["block"] == 8 and s_b["blocks"] == 30 and len(ingests) == 1
     a, b = _layers(tmp_path / "in.zarr"), _layers(tmp_path / "b.zarr")
@@ -122,7 +122,7 @@ def test_blocks_inside_shards_own_friction_and_geotiffs_under_a_budget(capsys, t
 def test_source_on_nodata_leaves_nothing(capsys, tmp_path, dem, small_shards):
     z, path = dem
     rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "x.zarr",
-                          "--source-cell", "20,5", "--tile", 8, "--algorithm", "blocked")
+                          "--source-cell", "20,5", "--tile", 8, "--route", "blocked")
     assert rc == 2 and se.startswith("terrain: ") and "nodata" in se
     assert "Traceback" not in se and len(se.strip().splitlines()) == 1
     assert not (tmp_path / "x.zarr").exists()
@@ -201,7 +201,7 @@ def test_no_task_key_is_used_twice(capsys, tmp_path, dem, small_shards, monkeypa
     monkeypatch.setattr(cluster, "compute", recording)
     _, path = dem
     for out in ("b1.zarr", "b2.zarr"):
-        s = _run(capsys, path, "-o", tmp_path / out, "--algorithm", "blocked", "--tile", 8,
+        s = _run(capsys, path, "-o", tmp_path / out, "--route", "blocked", "--tile", 8,
                  "--source-cell", "3,4", "--memory", "64KB")
         assert s["stage_stats"]["stage1"]["visits"] >= 3  # several rounds
     assert len(keys) > 2 * 9 and len(keys) == len(set(keys))

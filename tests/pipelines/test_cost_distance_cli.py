@@ -34,7 +34,7 @@ def test_cost_distance_matches_scipy_and_path_walks_back(dem, tmp_path):
     # sources are numbered: --source points first, then --source-cell cells, then --sources
     srcs = [(40, 30), (3, 4)]
     assert [(s["row"], s["col"]) for s in summary["sources"]] == srcs
-    assert summary["algorithm"] == "in-core" and summary["cost"] == "absdiff"
+    assert summary["route"] == "in-core" and summary["cost"] == "absdiff"
     g = zarr.open_group(str(out), mode="r")
     dist = np.asarray(g["distance"][:])
     ref = oracle_distance(csr_graph(z), z.shape, srcs)
@@ -185,7 +185,7 @@ def test_start_values_from_the_sources_raster(dem, tmp_path, algorithm):
     rpath = write_asc(tmp_path / "src.asc", srcr)
     out = tmp_path / "v.zarr"
     rc, so, se = run_cli("cost-distance", path, "--sources", rpath, "--start-values",
-                         "--source-cell", "10,10", "--start-cost", 1.5, "--algorithm", algorithm,
+                         "--source-cell", "10,10", "--start-cost", 1.5, "--route", algorithm,
                          "--tile", 16, "-o", out, "--json", "--backend", "cpu")
     assert rc == 0, se
     got = {(s["row"], s["col"]): s["start_cost"] for s in json.loads(so)["sources"]}
@@ -287,15 +287,15 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     elif case == "max-cost":
         args += ["--max-cost", "0"]
     elif case == "stop-blocked":  # one queue to stop: the in-core algorithm's
-        args += ["--stop-cell", "5,5", "--algorithm", "blocked"]
+        args += ["--stop-cell", "5,5", "--route", "blocked"]
     elif case == "memory-in-core":  # a budget with nothing to choose or bound
-        args += ["--algorithm", "in-core", "--memory", "100MB"]
+        args += ["--route", "in-core", "--memory", "100MB"]
     elif case == "memory-tiled":  # the tiled algorithm's memory is its tiles': not bounded
-        args += ["--algorithm", "tiled", "--memory", "100MB"]
+        args += ["--route", "tiled", "--memory", "100MB"]
     elif case == "memory-under-a-byte":  # int() made 0.5B a budget of 0 bytes
-        args += ["--algorithm", "blocked", "--memory", "0.5B"]
+        args += ["--route", "blocked", "--memory", "0.5B"]
     elif case == "memory-beyond-machines":
-        args += ["--algorithm", "blocked", "--memory", "1e20GB"]
+        args += ["--route", "blocked", "--memory", "1e20GB"]
     elif case == "stop-nodata":
         args += ["--stop-cell", "%d,%d" % nan_cell]
     elif case == "start-values-points":  # values need a raster of them
@@ -397,7 +397,7 @@ def test_a_friction_raster_means_friction(dem, tmp_path, capsys):
 def test_tiled_options_on_another_algorithm_are_refused(dem, tmp_path, capsys, extra, said):
     from cli import run_main
     _, path = dem
-    rc, _, se = run_main(capsys, "cost-distance", path, "--source-cell", "3,4", "--algorithm",
+    rc, _, se = run_main(capsys, "cost-distance", path, "--source-cell", "3,4", "--route",
                          "in-core", *extra, "-o", tmp_path / "c.zarr")
     lines = se.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and lines[0].startswith(f"terrain: {path}: {said}"), se
@@ -419,7 +419,7 @@ def test_a_cell_size_whose_square_under_or_overflows_is_refused(tmp_path, capsys
                        transform=from_origin(0, 3, dx, 1.0)) as ds:
         ds.write(np.ones((1, 3, 3), np.float32))
     said = f"terrain: {path}: cell size {dx!r} x 1.0: its square under- or overflows"
-    for argv in (["cost-distance", path, "--source-cell", "0,0", "--algorithm", algorithm],
+    for argv in (["cost-distance", path, "--source-cell", "0,0", "--route", algorithm],
                  ["mst", path, "--weight", "slope"]):
         rc, _, se = run_main(capsys, *argv, "-o", out)
         lines = se.strip().splitlines()
@@ -459,3 +459,40 @@ def test_friction_in_another_crs_or_in_degrees_is_refused(tmp_path):
                             friction, "-o", out)
         assert rc == 2 and se.count("\n") == 1 and said in se, se
         assert not out.exists()
+
+
+def test_the_route_is_chosen_by_route_as_fill_and_flow_say(tmp_path, capsys):
+    """``cost-distance --algorithm blocked`` chose what ``fill``, ``flow`` and ``batch`` call
+    ``--route``, its summary saying ``algorithm`` where theirs say ``route``: ``--route``
+    now, in the summary, the plan, ``batch``'s manifest and the pipeline's keyword; the old
+    flag is an unknown option. (``sssp --algorithm`` picks an algorithm and stays.)"""
+    import inspect
+
+    from cli import HEADER, ROWS, run_main
+    from pipelines.cost_distance import run_cost_distance
+    from pipelines.flow import run_flow
+    (tmp_path / "g.asc").write_text(HEADER + ROWS)
+    cd = ["cost-distance", tmp_path / "g.asc", "--source-cell", "0,0", "--backend", "cpu"]
+    rc, _, err = run_cli(*cd, "-o", tmp_path / "old.zarr", "--algorithm", "blocked")
+    assert rc == 2 and "unrecognized arguments: --algorithm blocked" in err, err
+    assert not (tmp_path / "old.zarr").exists()
+    for route in ("blocked", "in-core"):
+        rc, out, err = run_main(capsys, *cd, "-o", tmp_path / f"{route}.zarr", "--route", route,
+                                "--json")
+        assert rc == 0 and json.loads(out)["route"] == route, err
+        rc, out, err = run_main(capsys, *cd, "-o", tmp_path / "plan.zarr", "--route", route,
+                                "--json", "--dry-run")
+        assert rc == 0 and json.loads(out)["route"] == route, err
+    rc, out, err = run_main(capsys, "batch", "cost-distance", tmp_path / "g.asc", "-o",
+                            tmp_path / "out", "--source-cell", "0,0", "--route", "blocked",
+                            "--backend", "cpu", "--json")
+    assert rc == 0 and json.loads(out)[0]["summary"]["route"] == "blocked", err
+    rc, _, err = run_main(capsys, "batch", "flow", tmp_path / "g.asc", "-o", tmp_path / "fl",
+                          "--route", "blocked")
+    assert (rc, err.strip()) == (2, "terrain: batch flow: the blocked route is "
+                                    "cost-distance's; flow runs in core or tiled")
+    assert "route" in inspect.signature(run_flow).parameters
+    assert "route" in inspect.signature(run_cost_distance).parameters
+    s = run_cost_distance(tmp_path / "g.asc", tmp_path / "api.zarr", cells=[(0, 0)],
+                          route="blocked", backend="cpu", scheduler="synchronous")
+    assert s["route"] == "blocked"

@@ -43,8 +43,8 @@ def test_two_worker_processes_give_the_threads_result(tmp_path, dem, small_shard
             client.run(exec, "import terrain.tiles.store as s; s.SHARD_TARGET_SIDE = 16")
         for algorithm, extra in (("tiled", {"tile_sssp": 4}), ("in-core", {})):
             cd.run_cost_distance(store, tmp_path / f"{algorithm}-threads.zarr",
-                                 algorithm=algorithm, scheduler="threads", **common, **extra)
-            cd.run_cost_distance(store, tmp_path / f"{algorithm}-2.zarr", algorithm=algorithm,
+                                 route=algorithm, scheduler="threads", **common, **extra)
+            cd.run_cost_distance(store, tmp_path / f"{algorithm}-2.zarr", route=algorithm,
                                  scheduler=address, **common, **extra)
             want = _layers(tmp_path / f"{algorithm}-threads.zarr")
             got = _layers(tmp_path / f"{algorithm}-2.zarr")
@@ -69,7 +69,7 @@ def test_the_in_process_cluster_gives_the_threads_result(tmp_path, dem, small_sh
                              ("in-core", {})):
         for scheduler in ("threads", "local"):
             cd.run_cost_distance(store, tmp_path / f"{algorithm}-{scheduler}.zarr",
-                                 algorithm=algorithm, scheduler=scheduler, **common, **extra)
+                                 route=algorithm, scheduler=scheduler, **common, **extra)
         want = _layers(tmp_path / f"{algorithm}-threads.zarr")
         got = _layers(tmp_path / f"{algorithm}-local.zarr")
         for n in LAYERS:

@@ -43,7 +43,7 @@ def test_a_killed_tiled_run_resumes_to_a_fresh_runs_store(capsys, tmp_path, dem,
     way the ingest's bands are reused and nothing of the run is left beside the output."""
     _, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8,
-              "--algorithm", "tiled", "--tile-sssp", 4]
+              "--route", "tiled", "--tile-sssp", 4]
     out = tmp_path / "c.zarr"
     run_killed(["cost-distance", path, "-o", out, *common, "--scheduler", "synchronous"],
                "pipelines.cost_distance_tiled", killed_in, 2, shard_side=16)
@@ -72,7 +72,7 @@ def test_a_killed_gpu_tiled_run_resumes_to_the_cpus_store(capsys, tmp_path, dem,
     resumes to the CPU's store."""
     _, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8,
-              "--algorithm", "tiled", "--tile-sssp", 4, "--max-height", 0]
+              "--route", "tiled", "--tile-sssp", 4, "--max-height", 0]
     out = tmp_path / "c.zarr"
     run_killed(["cost-distance", path, "-o", out, *common, "--backend", "gpu", "--scheduler",
                 "threads"], "pipelines.cost_distance_tiled", "_finish", 1, shard_side=16)
@@ -90,14 +90,14 @@ def test_a_killed_blocked_run_resumes_to_a_fresh_runs_store(capsys, tmp_path, de
     same store."""
     _, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "16,16", "--tile", 8,
-              "--algorithm", "blocked", "--memory", "1MB"]
+              "--route", "blocked", "--memory", "1MB"]
     out = tmp_path / "c.zarr"
     run_killed(["cost-distance", path, "-o", out, *common, "--scheduler", "synchronous"],
                "pipelines.cost_distance_blocked", "_write_task", 1, shard_side=16)
     assert list(tmp_path.glob(".c.zarr.partial-*.blocked"))  # the killed run's block states
     s = _run(capsys, path, "-o", out, *common, "--resume")
     fresh = _run(capsys, path, "-o", tmp_path / "f.zarr", *common)
-    assert s["algorithm"] == "blocked" and s["blocks"] > 1
+    assert s["route"] == "blocked" and s["blocks"] > 1
     assert s["reused_tasks"] >= 2 and fresh["reused_tasks"] == 0
     assert not list(tmp_path.glob(".c.zarr*"))
     _same_stores(out, tmp_path / "f.zarr")
@@ -109,8 +109,8 @@ def test_resume_without_a_partial_is_a_fresh_run(capsys, tmp_path, dem, small_sh
     _, path = dem
     for algorithm in ("tiled", "in-core"):
         s = _run(capsys, path, "-o", tmp_path / f"{algorithm}.zarr", "--source-cell", "3,4",
-                 "--tile", 8, "--algorithm", algorithm, "--resume")
-        assert s["algorithm"] == algorithm and s["reused_tasks"] == 0
+                 "--tile", 8, "--route", algorithm, "--resume")
+        assert s["route"] == algorithm and s["reused_tasks"] == 0
     a = zarr.open_group(str(tmp_path / "tiled.zarr"), mode="r")
     b = zarr.open_group(str(tmp_path / "in-core.zarr"), mode="r")
     for name in ("distance", "allocation", "backlink"):

@@ -104,7 +104,7 @@ def test_reuse_refused(capsys, tmp_path, dem, case):
     elif case == "cost":
         args += ["--cost", "tobler"]
     elif case == "tiled":
-        args += ["--algorithm", "tiled"]
+        args += ["--route", "tiled"]
     else:
         args[-1] = tmp_path / "a.zarr" / "distance"
     rc, so, se = run_main(capsys, "cost-distance", *args)
@@ -156,7 +156,7 @@ def test_a_tiled_index_is_reused_only_for_its_own_rasters(capsys, tmp_path, dem,
     fr = np.random.default_rng(2).uniform(1, 2, z.shape).astype(np.float32)
     fpath = write_asc(tmp_path / "fr.asc", fr)
     _run(capsys, path, "--friction", fpath, "-o", tmp_path / "t.zarr", "--source-cell", "5,6",
-         "--algorithm", "tiled", "--tile-sssp", 8)
+         "--route", "tiled", "--tile-sssp", 8)
     args = [path, "--friction", fpath, "-o", tmp_path / "x.zarr", "--source-cell", "60,40",
             "--reuse", tmp_path / "t.zarr", "--tile", 16]
     if case == "interior":  # a cell inside a tile of 8, on no boundary
@@ -169,7 +169,7 @@ def test_a_tiled_index_is_reused_only_for_its_own_rasters(capsys, tmp_path, dem,
         args[2] = write_asc(tmp_path / "fr2.asc", fr)
         want = "friction raster does not match"
     else:
-        args += ["--algorithm", case]
+        args += ["--route", case]
         want = f"holds a tiled run's index; this run is {case}"
     rc, _, se = run_main(capsys, "cost-distance", *args)
     assert rc == 2 and se.count("\n") == 1 and want in se, se
@@ -177,4 +177,4 @@ def test_a_tiled_index_is_reused_only_for_its_own_rasters(capsys, tmp_path, dem,
     # the same rasters: reused
     same = _run(capsys, path, "--friction", fpath, "-o", tmp_path / "y.zarr", "--source-cell",
                 "60,40", "--reuse", tmp_path / "t.zarr")
-    assert same["algorithm"] == "tiled" and same["reused_tasks"] > 0
+    assert same["route"] == "tiled" and same["reused_tasks"] > 0

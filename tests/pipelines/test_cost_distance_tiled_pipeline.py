@@ -1,4 +1,4 @@
-"""``cost-distance --algorithm tiled`` (the Dask graph of pipelines/cost_distance_tiled.py)
+"""``cost-distance --route tiled`` (the Dask graph of pipelines/cost_distance_tiled.py)
 against the in-core command and scipy, several groups (shards of 16 cells), and ``--reuse``."""
 
 import importlib.util
@@ -40,11 +40,11 @@ def test_tiled_equals_in_core(capsys, tmp_path, dem, small_shards, conn, tile_ss
     z, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "44,0",
               "--tile", 8, "--connectivity", conn]
-    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--algorithm", "in-core", *common)
+    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--route", "in-core", *common)
     extra = [] if height is None else ["--max-height", height]
-    s_t = _run(capsys, path, "-o", tmp_path / "t.zarr", "--algorithm", "tiled",
+    s_t = _run(capsys, path, "-o", tmp_path / "t.zarr", "--route", "tiled",
                "--tile-sssp", tile_sssp, *extra, *common)
-    assert s_in["algorithm"] == "in-core" and s_t["algorithm"] == "tiled"
+    assert s_in["route"] == "in-core" and s_t["route"] == "tiled"
     assert s_t["groups"] == 9 and s_t["group_side"] == 16  # 45 x 37 cells in shards of 16
     a, b = _layers(tmp_path / "in.zarr"), _layers(tmp_path / "t.zarr")
     for n in LAYERS:
@@ -59,7 +59,7 @@ def test_tiled_equals_in_core(capsys, tmp_path, dem, small_shards, conn, tile_ss
 
 def test_reuse_gives_a_fresh_runs_result(capsys, tmp_path, dem, small_shards):
     z, path = dem
-    base = ["--tile", 8, "--algorithm", "tiled", "--tile-sssp", 4]
+    base = ["--tile", 8, "--route", "tiled", "--tile-sssp", 4]
     s1 = _run(capsys, path, "-o", tmp_path / "a.zarr", "--source-cell", "3,4", *base)
     assert s1["index_tasks"] > 0 and s1["reused_tasks"] == 0
     new = ["--source-cell", "40,30", "--source-cell", "10,36", "--max-cost", "60"]
@@ -91,7 +91,7 @@ def test_reuse_gives_a_fresh_runs_result(capsys, tmp_path, dem, small_shards):
 def test_tiled_source_on_nodata(capsys, tmp_path, dem, small_shards):
     z, path = dem
     rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "n.zarr",
-                          "--source-cell", "20,5", "--tile", 8, "--algorithm", "tiled")
+                          "--source-cell", "20,5", "--tile", 8, "--route", "tiled")
     assert rc == 2 and "nodata" in se and se.count("\n") == 1
     assert not (tmp_path / "n.zarr").exists()
 
@@ -115,8 +115,8 @@ def test_tiled_under_numbas_workqueue_layer(capsys, tmp_path, dem):
     z, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "44,0",
               "--tile", 8]
-    _run(capsys, path, "-o", tmp_path / "in.zarr", "--algorithm", "in-core", *common)
-    proc = _child_run(tmp_path, "workqueue", path, "-o", "t.zarr", "--algorithm", "tiled",
+    _run(capsys, path, "-o", tmp_path / "in.zarr", "--route", "in-core", *common)
+    proc = _child_run(tmp_path, "workqueue", path, "-o", "t.zarr", "--route", "tiled",
                       "--tile-sssp", 4, *common, "--scheduler", "threads", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["groups"] == 9
@@ -130,25 +130,25 @@ def test_tiled_under_numbas_workqueue_layer(capsys, tmp_path, dem):
 def test_a_numba_threading_layer_that_cannot_load_is_one_line(tmp_path, dem):
     """``NUMBA_THREADING_LAYER=tbb`` without TBB: Numba's ValueError traceback, exit 1."""
     z, path = dem
-    proc = _child_run(tmp_path, "tbb", path, "-o", "t.zarr", "--algorithm", "tiled",
+    proc = _child_run(tmp_path, "tbb", path, "-o", "t.zarr", "--route", "tiled",
                       "--source-cell", "3,4", "--tile", 8, "--scheduler", "threads")
     assert_one_line_error(proc, "terrain: NUMBA_THREADING_LAYER=tbb: No threading layer "
                                 "could be loaded")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc"]
 
 
-def test_choose_algorithm():
-    from pipelines.cost_distance import choose_algorithm
-    assert choose_algorithm((100, 100), memory_bytes=10**9) == "in-core"
+def test_cost_distance_route():
+    from pipelines.cost_distance import cost_distance_route
+    assert cost_distance_route((100, 100), memory_bytes=10**9) == "in-core"
     # on the CPU the blocked algorithm serves out of core (tests/test_cost_distance_blocked_*)
-    assert choose_algorithm((10**5, 10**5), memory_bytes=10**9) == "blocked"
-    assert choose_algorithm((100, 100), algorithm="tiled") == "tiled"
+    assert cost_distance_route((10**5, 10**5), memory_bytes=10**9) == "blocked"
+    assert cost_distance_route((100, 100), route="tiled") == "tiled"
 
 
 @pytest.mark.gpu
-def test_choose_algorithm_on_the_gpu():
-    from pipelines.cost_distance import choose_algorithm
-    assert choose_algorithm((10**5, 10**5), memory_bytes=10**9, backend="gpu") == "tiled"
+def test_cost_distance_route_on_the_gpu():
+    from pipelines.cost_distance import cost_distance_route
+    assert cost_distance_route((10**5, 10**5), memory_bytes=10**9, backend="gpu") == "tiled"
 
 
 @pytest.mark.gpu
@@ -158,7 +158,7 @@ def test_tiled_gpu_equals_cpu(capsys, tmp_path, dem, small_shards, conn, tile_ss
     solve on the device, phase 3) writes the CPU's layers bit for bit, fresh and reused."""
     z, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "44,0",
-              "--tile", 8, "--connectivity", conn, "--algorithm", "tiled", "--tile-sssp",
+              "--tile", 8, "--connectivity", conn, "--route", "tiled", "--tile-sssp",
               tile_sssp, "--max-height", height]
     out = {}
     for be in ("cpu", "gpu"):
@@ -169,7 +169,7 @@ def test_tiled_gpu_equals_cpu(capsys, tmp_path, dem, small_shards, conn, tile_ss
            conn, "--backend", "gpu"]
     _run(capsys, path, "-o", tmp_path / "r.zarr", *new, "--reuse", tmp_path / "cpu.zarr")
     _run(capsys, path, "-o", tmp_path / "f.zarr", *new[:-2], "--backend", "cpu",
-         "--algorithm", "tiled", "--tile-sssp", tile_sssp, "--max-height", height)
+         "--route", "tiled", "--tile-sssp", tile_sssp, "--max-height", height)
     out["reuse-gpu"], out["fresh-cpu"] = _layers(tmp_path / "r.zarr"), _layers(tmp_path / "f.zarr")
     for n in LAYERS:
         np.testing.assert_array_equal(out["cpu"][n], out["gpu"][n], err_msg=n)
@@ -182,7 +182,7 @@ def test_group_side_does_not_change_the_layers(capsys, tmp_path, dem, small_shar
     layers; a reuse query takes the stored index's group side."""
     import pipelines.cost_distance_tiled as cdt
     z, path = dem
-    base = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8, "--algorithm",
+    base = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8, "--route",
             "tiled", "--tile-sssp", 4, "--max-height", 1]
     monkeypatch.setattr(cdt, "GROUP_SIDE", 8)
     s8 = _run(capsys, path, "-o", tmp_path / "g8.zarr", *base)
@@ -196,7 +196,7 @@ def test_group_side_does_not_change_the_layers(capsys, tmp_path, dem, small_shar
     new = ["--source-cell", "10,36", "--tile", 8]
     r = _run(capsys, path, "-o", tmp_path / "r.zarr", *new, "--reuse", tmp_path / "g8.zarr")
     assert r["sizing"]["by"] == "reused store" and r["group_side"] == 8
-    f = _run(capsys, path, "-o", tmp_path / "f.zarr", *new, "--algorithm", "tiled",
+    f = _run(capsys, path, "-o", tmp_path / "f.zarr", *new, "--route", "tiled",
              "--tile-sssp", 4, "--max-height", 1)
     a, b = _layers(tmp_path / "r.zarr"), _layers(tmp_path / "f.zarr")
     for n in LAYERS:
@@ -208,7 +208,7 @@ def test_tiled_gpu_sized_from_the_device(capsys, tmp_path, dem, small_shards):
     """A fresh ``--backend gpu`` run sizes its groups and height from the device (the
     summary's ``sizing``) and writes the CPU's layers at that height."""
     z, path = dem
-    common = ["--source-cell", "3,4", "--source-cell", "44,0", "--tile", 8, "--algorithm",
+    common = ["--source-cell", "3,4", "--source-cell", "44,0", "--tile", 8, "--route",
               "tiled", "--tile-sssp", 4]
     g = _run(capsys, path, "-o", tmp_path / "g.zarr", *common, "--backend", "gpu")
     sz = g["sizing"]

@@ -177,9 +177,9 @@ def test_s3_share_nothing_cost_distance(tmp_path, s3, cluster, monkeypatch):
                      "--scheduler", "synchronous"]) == 0
         assert main(["ingest", src, "-o", f"{base}/{name}.zarr", "--tile", "64", *opts,
                      "--scheduler", cluster]) == 0
-    blocked = ["--algorithm", "blocked", "--memory", "32MB", "--cost", "friction",
+    blocked = ["--route", "blocked", "--memory", "32MB", "--cost", "friction",
                "--sources", csv, *cpu]
-    tiled = ["--algorithm", "tiled", "--tile-sssp", "16", "--source-cell", "300,150",
+    tiled = ["--route", "tiled", "--tile-sssp", "16", "--source-cell", "300,150",
              "--source-cell", "20,280", *cpu]
     # (name, DEM, friction, options): a DEM store with a friction raster read here (its store
     # the run's scratch), a DEM raster read here (ingested into the output) with a friction
@@ -187,7 +187,7 @@ def test_s3_share_nothing_cost_distance(tmp_path, s3, cluster, monkeypatch):
     runs = [("blocked", "dem.zarr", fr, blocked),
             ("tiled", grid, "fr.zarr", tiled),
             ("reuse", grid, "fr.zarr", [*tiled, "--reuse", "tiled.zarr"]),
-            ("in-core", "dem.zarr", "fr.zarr", ["--algorithm", "in-core", "--sources", csv,
+            ("in-core", "dem.zarr", "fr.zarr", ["--route", "in-core", "--sources", csv,
                                                 *cpu])]
 
     def here(p):
@@ -209,7 +209,7 @@ def test_s3_share_nothing_cost_distance(tmp_path, s3, cluster, monkeypatch):
                      "--scheduler", cluster]) == 0, name
         out = zarr_store(f"{base}/{name}.zarr", s3)
         summary = zarr.open_group(out, mode="r").attrs["cost_distance"]
-        assert summary["algorithm"] == {"reuse": "tiled"}.get(name, name)
+        assert summary["route"] == {"reuse": "tiled"}.get(name, name)
         assert summary["reached_cells"] > 0
         got = _arrays(out)
         assert got == _arrays(str(tmp_path / f"{name}.zarr")), name

@@ -46,7 +46,7 @@ def test_in_core_plan_covers_the_real_output_and_writes_nothing(capsys, tmp_path
                  "--backend", "cpu")
     assert snapshot(tmp_path) == before  # nothing written, not even a partial
     assert (plan["rows"], plan["cols"], plan["tiles"], plan["levels"]) == (300, 400, [1, 1], 1)
-    assert plan["algorithm"] == "in-core" and plan["sources"] == 2 and plan["backend"] == "cpu"
+    assert plan["route"] == "in-core" and plan["sources"] == 2 and plan["backend"] == "cpu"
     assert plan["output"] == str(tmp_path / "good.cost.zarr")
     # a raster input is ingested into the output; the result layers follow their dtypes
     assert plan["layers"] == ["elevation", "distance", "backlink", "allocation"]
@@ -101,7 +101,7 @@ def test_tiled_plan_matches_the_run(capsys, tmp_path, small_shards):
     z[rng.random(z.shape) < 0.05] = np.nan
     z[3, 4] = 1
     path = write_asc(tmp_path / "dem.asc", z)
-    argv = [path, "--source-cell", "3,4", "--algorithm", "tiled", "--tile", "8",
+    argv = [path, "--source-cell", "3,4", "--route", "tiled", "--tile", "8",
             "--tile-sssp", "4", "--max-height", "1", "-o", tmp_path / "t.zarr", "--backend",
             "cpu"]
     plan = _plan(capsys, *argv)
@@ -109,7 +109,7 @@ def test_tiled_plan_matches_the_run(capsys, tmp_path, small_shards):
     rc, out, err = run_main(capsys, "cost-distance", *argv, "--json")
     assert rc == 0, err
     s = json.loads(out)
-    assert s["algorithm"] == plan["algorithm"] == "tiled"
+    assert s["route"] == plan["route"] == "tiled"
     for key in ("groups", "group_side", "height", "tile_sssp"):
         assert plan[key] == s[key], key
     assert 0 < s["top_vertices"] <= plan["top_boundary_cells"]
@@ -130,7 +130,7 @@ def test_blocked_plan_memory_covers_the_run_whatever_the_free_memory(capsys, tmp
     import sys
 
     from cli import child_env
-    argv = [sample, "--source-cell", "3,4", "--algorithm", "blocked", "--backend", "cpu",
+    argv = [sample, "--source-cell", "3,4", "--route", "blocked", "--backend", "cpu",
             "-o", tmp_path / "b.zarr"]
     plan = _plan(capsys, *argv)
     assert plan["memory_per_worker_bytes"] == _plan(capsys, *argv, "--memory", "1TB")[
@@ -148,7 +148,7 @@ def test_blocked_plan_memory_covers_the_run_whatever_the_free_memory(capsys, tmp
 def test_dry_run_refuses_when_the_disk_cannot_hold_the_output(tmp_path):
     write_huge_sparse_tif(tmp_path / "huge.tif")  # cost layers: about 9.7 TiB
     before = snapshot(tmp_path)
-    proc = run_terrain("cost-distance", "huge.tif", "--source-cell", "3,4", "--algorithm",
+    proc = run_terrain("cost-distance", "huge.tif", "--source-cell", "3,4", "--route",
                        "in-core", "-o", "h.zarr", "--dry-run", cwd=tmp_path)
     assert_one_line_error(proc, "terrain: h.zarr: needs about 9.7 TiB of disk,")
     assert "1048576 x 1048576" in proc.stdout and "solve     in-core" in proc.stdout
@@ -218,7 +218,7 @@ def _words(text):
 
 @pytest.mark.parametrize("single,shared", [
     ("cost-distance", ("source", "source_cell", "sources", "start_cost", "cost", "friction",
-                       "max_cost", "algorithm", "tile", "backend", "scheduler")),
+                       "max_cost", "route", "tile", "backend", "scheduler")),
     ("mst", ("weight", "tile", "backend", "scheduler"))])
 def test_batch_takes_the_commands_options(single, shared):
     """The options ``batch`` shares with a command are the command's (one definition):

@@ -68,7 +68,7 @@ ON_LOCAL = {
     "fill-tiled": ["fill", str(SAMPLE), "-o", "o.zarr", "--route", "tiled", "--tile", "64"],
     "mst": ["mst", str(SAMPLE), "-o", "o.zarr", "--tile", "64", "--backend", "cpu"],
     "cost-distance": ["cost-distance", str(SAMPLE), "-o", "o.zarr", "--source-cell", "5,5",
-                      "--algorithm", "tiled", "--tile", "64"],
+                      "--route", "tiled", "--tile", "64"],
     "batch-flow": ["batch", "flow", str(SAMPLE), "-o", "out"],
 }
 
@@ -421,7 +421,7 @@ def test_a_scheduler_without_workers_is_said(tmp_path, capsys):
 #: the layers compared with a one-process run
 KILLED_RUNS = {
     "mst": (["--tile", "256"], KILL_THE_SCHEDULER, {}, ("elevation", "mst")),
-    "cost-distance": (["--tile", "256", "--algorithm", "tiled", "--source-cell", "1100,500"],
+    "cost-distance": (["--tile", "256", "--route", "tiled", "--source-cell", "1100,500"],
                       KILL_IN_A_TASK,
                       {"module": "pipelines.cost_distance_tiled", "task": "_fill_task"},
                       ("elevation", "distance", "allocation", "backlink")),
@@ -558,10 +558,10 @@ ON_A_CLUSTER = {
     # each route, a DEM given as a store, a friction raster ingested by the tasks
     "cost-distance": [(dem, [*a, "--source-cell", "30,40", "--friction", "f.asc",
                              "--backend", "cpu"])
-                      for dem, a in (("g.asc", ["--algorithm", "in-core"]),
-                                     ("g.asc", ["--algorithm", "tiled"]),
-                                     ("g.asc", ["--algorithm", "blocked", "--memory", "64KB"]),
-                                     ("g.zarr", ["--algorithm", "in-core"]))],
+                      for dem, a in (("g.asc", ["--route", "in-core"]),
+                                     ("g.asc", ["--route", "tiled"]),
+                                     ("g.asc", ["--route", "blocked", "--memory", "64KB"]),
+                                     ("g.zarr", ["--route", "in-core"]))],
 }
 
 
