@@ -190,14 +190,14 @@ def check_cost_options(cost, friction, connectivity, max_cost, start_cost=None):
     return arcs
 
 
-def _check_algorithm_options(algorithm, tile_sssp, max_height, inp):
-    """Options of the tiled algorithm given to another: refused, not ignored."""
+def _check_route_options(route, tile_sssp, max_height, inp):
+    """Options of the tiled route given to another: refused, not ignored."""
     given = [name for name, v in (("an SSSP tile side", tile_sssp), ("a height cap", max_height))
              if v is not None]
-    if given and algorithm != "tiled":
+    if given and route != "tiled":
         verb = "applies" if len(given) == 1 else "apply"
         raise InputError(f"{inp}: {' and '.join(given)} {verb} to the tiled algorithm only; "
-                         f"this run is {algorithm}")
+                         f"this run is {route}")
 
 
 def parse_memory(text):
@@ -242,15 +242,15 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
     spec = {"shape": shape, "tile": grid.tile, "tiles_per_shard": grid.tiles_per_shard,
             "cost": cost, "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
-            "algorithm": cost_distance_route(shape, friction is not None, route=(
+            "route": cost_distance_route(shape, friction is not None, route=(
                 "tiled" if reuse_kind == "tiled" else route), backend=backend,
                 memory_bytes=memory_bytes),
             "input": str(inp), "friction_path": None if friction is None else str(friction)}
-    _check_algorithm_options(spec["algorithm"], tile_sssp, max_height, inp)
+    _check_route_options(spec["route"], tile_sssp, max_height, inp)
     if memory_bytes is not None and route in ("in-core", "tiled"):  # nothing it bounds
         raise InputError(f"{inp}: a memory budget picks the algorithm or bounds the blocked "
                          f"one; this run is {route}")
-    if spec["algorithm"] == "blocked":
+    if spec["route"] == "blocked":
         from .cost_distance_blocked import blocked_spec
         blocked_spec(spec, available_memory() if memory_bytes is None else memory_bytes,
                      reuse, backend)
@@ -258,7 +258,7 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
         spec["reuse_incore"] = check_incore_reuse(reuse, spec, inp, friction, gt)
         spec.update(near_far_delta=spec["reuse_incore"]["near_far_delta"],
                     friction_checked=True, write_friction=False)
-    if spec["algorithm"] == "tiled":
+    if spec["route"] == "tiled":
         from .cost_distance_tiled import tiled_spec
         # what an index is of (a reuse is refused for other rasters): the fingerprints of
         # the inputs as given, a store at a URL with its options
@@ -319,7 +319,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     friction_tmp = None
     key = run_key("cost-distance", [p for p in inputs if p is not None and not is_remote(p)],
                   str(inp), data_identity(inp), cost, connectivity, max_cost, tile, tile_sssp,
-                  max_height, spec["algorithm"], be.name, _digest(srcs, costs, stops))
+                  max_height, spec["route"], be.name, _digest(srcs, costs, stops))
     output = CommandOutput(out, key, "cost_distance", geotiffs=geotiff_files(geotiff_dir),
                            write_geotiffs=lambda store: write_geotiffs(
                                store, geotiff_dir, memory=spec.get("memory_bytes")),
@@ -333,7 +333,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
             # a killed run's is ingested again)
             friction_tmp = scratch_beside(tmp, ".friction")
             remove_tree(friction_tmp)
-            if kept and spec["algorithm"] == "tiled" and spec.get("reuse") is None:
+            if kept and spec["route"] == "tiled" and spec.get("reuse") is None:
                 from .cost_distance_tiled import resume_index
                 resume_index(spec, tmp, tile_sssp, max_height, be.name)
             summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name, geo,
@@ -357,7 +357,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                                                          dem)}
             if "stop_distance" in summary:  # what verify checks: a run to that max cost
                 attrs["cost_model"]["max_cost"] = summary["stop_distance"]
-            if spec["algorithm"] == "in-core":
+            if spec["route"] == "in-core":
                 attrs["cost_reuse"] = reuse_attributes(spec, inp, friction, gt, dem,
                                                        summary.get("near_far_delta"))
                 if spec.get("reuse_incore"):
@@ -379,9 +379,9 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
 def _check_stops(spec, given, label):
     """Only the in-core solve has one queue to stop: stops ``given`` to another algorithm are
     refused (before any data is read: a dry run checks this alone)."""
-    if given and spec["algorithm"] != "in-core":
+    if given and spec["route"] != "in-core":
         raise InputError(f"{label}stop cells need the in-core algorithm, and this grid takes "
-                         f"the {spec['algorithm']} one (a max cost bounds it instead)")
+                         f"the {spec['route']} one (a max cost bounds it instead)")
 
 
 def _stop_cells(spec, gt, points, cells, path, label, crs):
@@ -448,7 +448,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         if friction is not None:
             if is_store(friction):
                 friction_store = as_path(friction)
-            elif (spec["algorithm"] in ("in-core", "blocked") and not is_remote(inp)
+            elif (spec["route"] in ("in-core", "blocked") and not is_remote(inp)
                   and same_file(friction, inp)):
                 # the input is its own friction (a friction surface): one read and ingest,
                 # one array for both (in core at 4096²: 0.5 CPU s and 67 MB less; blocked:
@@ -457,18 +457,18 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
             else:
                 friction_store = friction_tmp
                 ingests.append((friction, friction_store))
-    if spec["algorithm"] != "in-core":
+    if spec["route"] != "in-core":
         from .ingest import build_ingest_graph
         # the DEM's bands keep their results in the partial (a friction raster's scratch
         # store is ingested again by a resumed run)
         upstream = [build_ingest_graph(src, dst, tile, partial=tmp if dst == tmp else None,
                                        finite=False)  # a friction's +inf is a wall
                     for src, dst in ingests]
-    if spec["algorithm"] == "blocked":
+    if spec["route"] == "blocked":
         from .cost_distance_blocked import run_blocked
         return run_blocked(dem_path, tmp, spec, srcs, costs, friction_store, upstream, geo,
                            scheduler)
-    if spec["algorithm"] == "tiled":
+    if spec["route"] == "tiled":
         from .cost_distance_tiled import build_cost_distance_tiled
         graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, backend, upstream,
                                           geo, friction_store)
@@ -617,7 +617,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
     if ru is not None:  # the earlier run's ingested DEM and friction: hard links
         linked = ["elevation"] * ru["dem_in_store"] + ["friction"] * ru["friction"]
         ingested = []
-    part = {"route": spec["algorithm"], "sources": sources, "cost": cost,
+    part = {"route": spec["route"], "sources": sources, "cost": cost,
             "backend": be.name}
     layers = list(RESULT_LAYERS)
     if friction is not None and "friction" not in linked:
@@ -629,14 +629,14 @@ def plan_cost_distance(plan, grid, args, inp, out):
     ingest_bytes = _plans.ingest_bytes(grid)
     out_bytes = _layers_bytes(cells, layers) + ingest_bytes * len(ingested)
     extra = ingest_bytes if friction_ingest else 0
-    if spec["algorithm"] == "tiled":
+    if spec["route"] == "tiled":
         tiled = _tiled_plan(spec, be.name, threads)
         per_task = max(per_task, tiled.pop("memory_per_task_bytes"))
         worker = max(worker, tiled.pop("memory_per_worker_bytes"))
         out_bytes += tiled["index_bytes"]
         extra += tiled["labels_bytes"]
         part.update(tiled)
-    elif spec["algorithm"] == "blocked":
+    elif spec["route"] == "blocked":
         from .cost_distance_blocked import block_cache_bytes, block_task_bytes, cache_bytes
         side = spec["block"]
         blocks = (-(-shape[0] // side)) * (-(-shape[1] // side))

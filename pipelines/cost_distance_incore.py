@@ -287,7 +287,7 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
 def reuse_attributes(spec, inp, friction, geotransform, dem, delta):
     """The ``cost_reuse`` attribute: what a later ``--reuse`` query checks and takes."""
     ru = spec.get("reuse_incore")
-    return {"algorithm": "in-core",
+    return {"route": "in-core",
             "input": ru["input"] if ru else input_fingerprint(inp),
             "friction": None if friction is None else (
                 ru["friction_fingerprint"] if ru else input_fingerprint(friction)),
@@ -317,8 +317,8 @@ def check_incore_reuse(path, spec, inp, friction, geotransform):
     :class:`InputError` unless that run had the same input, friction, grid and cost."""
     group = open_group(path, mode="r")
     got = dict(group.attrs["cost_reuse"])
-    if spec["algorithm"] != "in-core":
-        raise InputError(f"{path}: holds an in-core run's inputs; this run is {spec['algorithm']}"
+    if spec["route"] != "in-core":
+        raise InputError(f"{path}: holds an in-core run's inputs; this run is {spec['route']}"
                          " (a tiled run reuses a tiled run's store)")
     want = {"input": input_fingerprint(inp),
             "friction": None if friction is None else input_fingerprint(friction),

@@ -74,7 +74,7 @@ def source_arrays(sources, start_costs):
 def summary_base(spec, backend):
     """The summary's first entries, the same for every algorithm."""
     out = {"cost": spec["cost"], "connectivity": spec["connectivity"],
-           "max_cost": spec["max_cost"], "route": spec["algorithm"], "tile": spec["tile"]}
+           "max_cost": spec["max_cost"], "route": spec["route"], "tile": spec["tile"]}
     out.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
     return out
 

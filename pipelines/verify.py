@@ -88,7 +88,8 @@ def _verify_cost_store(path, group):
                          "cannot recompute the arc costs")
     dem = result_dem(path, group, m.get("dem"))  # "elevation": the store's own
     friction = _windowed(group[m["friction"]]) if m.get("friction") else None
-    route = (group.attrs.get("cost_distance") or {}).get("route", "in-core")
+    run = group.attrs.get("cost_distance") or {}
+    route = run.get("route", run.get("algorithm", "in-core"))  # "algorithm": earlier stores
     # the in-core SSSP sums exactly what verify sums; the tiled one adds boundary-matrix
     # entries (other sums of the same arcs), which differ in the last bits (1e-16 per add);
     # the blocked one gives the in-core bits

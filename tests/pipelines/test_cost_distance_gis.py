@@ -110,6 +110,22 @@ def test_verify_exits_1_on_a_corrupted_store(cost_out, tmp_path, capsys):
     assert rc == 1 and "FAIL" in text and "not tight" in text, text
 
 
+@pytest.mark.parametrize("key", ["route", "algorithm"])
+def test_verify_reads_the_route_of_the_store_and_of_earlier_ones(cost_out, tmp_path, capsys, key):
+    """A tiled run's sums differ from the certificate's in the last bits: its store is checked
+    within rtol, named by its route (``algorithm`` in the stores of earlier versions)."""
+    _, out, _, _ = cost_out
+    store = tmp_path / "tiled.zarr"
+    shutil.copytree(out, store)
+    g = zarr.open_group(str(store), mode="r+", use_consolidated=False)
+    run = dict(g.attrs["cost_distance"])
+    assert run.pop("route") == "in-core"
+    g.attrs["cost_distance"] = {**run, key: "tiled"}
+    rc, text, err = run_main(capsys, "verify", store, "--json", scheduler=None)
+    assert rc == 0, err + text
+    assert any("(rtol 1e-10)" in c for c in json.loads(text)["checks"]), text
+
+
 def _case(cost, connectivity, seed=0, max_cost=None, sources=((5, 6), (30, 20))):
     rng = np.random.default_rng(seed)
     z = rng.normal(100, 20, (41, 37)).astype(np.float32)
