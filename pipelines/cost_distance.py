@@ -523,7 +523,8 @@ def cost_distance_command(args):
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
         memory=getattr(args, "memory", None), stop_points=args.stop or (),
         stop_cells=args.stop_cell or (), stops_file=args.stops, resume=args.resume)
-    print(json_text(summary, indent=2) if args.json else _format_summary(summary))
+    print(json_text({"input": str(args.input), **summary}, indent=2) if args.json
+          else _format_summary(summary))
     return 0
 
 

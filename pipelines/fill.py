@@ -560,5 +560,6 @@ def fill_command(args):
                        cog=not args.no_cog,
                        in_core=IN_CORE_OF_ROUTE[args.route],
                        resume=args.resume)
-    print(json_text(summary, indent=2) if args.json else _format_summary(summary))
+    print(json_text({"input": str(args.input), **summary}, indent=2) if args.json
+          else _format_summary(summary))
     return 0

@@ -542,5 +542,6 @@ def flow_command(args):
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
                        cog=not args.no_cog, route=args.route, resume=args.resume)
-    print(json_text(summary, indent=2) if args.json else _format_summary(summary))
+    print(json_text({"input": str(args.input), **summary}, indent=2) if args.json
+          else _format_summary(summary))
     return 0

@@ -613,7 +613,7 @@ def mst_command(args):
                       resume=getattr(args, "resume", False),
                       cog=not getattr(args, "no_cog", False))
     if args.json:
-        print(json_text(summary, indent=2))
+        print(json_text({"input": str(args.input), **summary}, indent=2))
     else:
         print(_format_summary(summary))
     return 0

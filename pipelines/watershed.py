@@ -154,7 +154,7 @@ def watershed_command(args):
     s = run_watershed(args.flow, args.output, args.outlet or (), args.outlets, args.snap,
                       args.overwrite, args.outlet_cell or ())
     if args.json:
-        print(json_text(s, indent=2))
+        print(json_text({"input": str(args.flow), **s}, indent=2))
     else:
         print(f"watershed {s['output']}")
         for o in s["outlets"]:
@@ -167,7 +167,7 @@ def streams_command(args):
     """``terrain streams FLOW --threshold N -o streams.geojson|.gpkg``."""
     s = run_streams(args.flow, args.output, args.threshold, args.overwrite)
     if args.json:
-        print(json_text(s, indent=2))
+        print(json_text({"input": str(args.flow), **s}, indent=2))
     else:
         print(f"streams   {s['output']}: {s['links']} links, Strahler order up to "
               f"{s['max_order']} (accumulation >= {s['threshold']:g}); coordinates: "

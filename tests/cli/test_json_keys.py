@@ -44,7 +44,6 @@ def test_every_command_names_its_input_and_output_by_the_same_keys(tmp_path, mon
             inputs[name] = sorted(k for k, v in summary.items() if v == given)
             if written:
                 outputs[name] = sorted(k for k, v in summary.items() if v == written)
-    # the grid commands' summaries do not repeat their input
-    assert {n: k for n, k in inputs.items() if k not in ([], ["input"])} == {}, inputs
+    assert {n: k for n, k in inputs.items() if k != ["input"]} == {}, inputs
     assert {n: k for n, k in outputs.items() if k != ["output"]} == {}, outputs
     assert len(outputs) == sum(1 for *_, written, _ in COMMANDS if written)
