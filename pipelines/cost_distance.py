@@ -424,7 +424,10 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
             # the routes find the cluster active (scheduler None: the active one)
             return _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, None,
                         resumed)
-    ingests, tile = [], spec["tile"]  # (raster, store) pairs to ingest before the solve
+    # (raster, store, infinite values kept) to ingest before the solve: a friction's +inf is
+    # a wall; the DEM's only where it is its friction's values too (elevations are finite)
+    ingests, tile = [], spec["tile"]
+    dem_walls = spec["cost"] == "friction"
     ru = spec.get("reuse_incore")
     if ru is not None:  # the earlier run's checked inputs, linked into this output
         group = open_group(tmp, mode="w-")
@@ -442,7 +445,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
             open_group(tmp, mode="a" if resumed else "w-")
             dem_path = inp
         else:
-            ingests.append((inp, tmp))
+            ingests.append((inp, tmp, dem_walls))
             dem_path = tmp
         friction_store = None
         if friction is not None:
@@ -456,14 +459,14 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
                 friction_store = (dem_path, "elevation")
             else:
                 friction_store = friction_tmp
-                ingests.append((friction, friction_store))
+                ingests.append((friction, friction_store, True))
     if spec["route"] != "in-core":
         from .ingest import build_ingest_graph
         # the DEM's bands keep their results in the partial (a friction raster's scratch
         # store is ingested again by a resumed run)
         upstream = [build_ingest_graph(src, dst, tile, partial=tmp if dst == tmp else None,
-                                       finite=False)  # a friction's +inf is a wall
-                    for src, dst in ingests]
+                                       finite=not walls)
+                    for src, dst, walls in ingests]
     if spec["route"] == "blocked":
         from .cost_distance_blocked import run_blocked
         return run_blocked(dem_path, tmp, spec, srcs, costs, friction_store, upstream, geo,

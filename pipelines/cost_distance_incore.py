@@ -231,14 +231,13 @@ def build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
 def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend="cpu",
                ingests=(), geo=None, friction_store=None, scheduler=None):
     """The in-core run (module docstring): in this process, or as a graph on a cluster.
-    ``ingests``: ``(raster, store)`` pairs ingested first (in process: read whole and
+    ``ingests``: ``(raster, store, infinite values kept)`` ingested first (in process: read whole and
     written on threads, :func:`pipelines.ingest.write_elevation`, no Dask). Returns the
     summary; in process, its ``wall_seconds`` give each step."""
     if not runs_in_process(scheduler):
         from . import cluster
-        # infinite values kept: a friction's +inf (or the DEM's, as its own friction) is a wall
-        upstream = [build_ingest_graph(src, dst, spec["tile"], finite=False)
-                    for src, dst in ingests]
+        upstream = [build_ingest_graph(src, dst, spec["tile"], finite=not walls)
+                    for src, dst, walls in ingests]
         graph = build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
                                    backend, upstream, geo, friction_store)
         with cluster.open_scheduler(scheduler):
@@ -248,7 +247,7 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     t0 = time.perf_counter()
     # read into the in-core SSSP's padded grid: the solve takes it without a copy
     ingested = {str(dst): write_elevation(grid, dst, spec["tile"], out=padded_grid(grid.shape))
-                for src, dst in ingests for grid in [open_grid(src, finite=False)]}
+                for src, dst, walls in ingests for grid in [open_grid(src, finite=not walls)]}
     if ingests:
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _arguments(out_path, spec, windows, backend,

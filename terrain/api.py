@@ -196,8 +196,8 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
     ``dtype`` float32 (elevations) or float64 (weights, kept as given); ``name``, the
     parameter it was given as, names an array in errors (a file or store names itself);
     ``finite`` (default: for the ``dem``) refuses an infinite value, which other rasters
-    may hold (a friction's +inf: an impassable cell; the cost distance's DEM, which may be
-    its own friction).
+    may hold (a friction's +inf: an impassable cell; the cost distance's DEM under the
+    friction model, which may be its own friction).
 
     The array is None for a tile store (read it through ``georef.store``).
 
@@ -637,7 +637,9 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     if cost is None:
         cost = "friction" if friction is not None else "absdiff"
     cost_model_code(cost)
-    z, geo = _in_memory(dem, finite=False)  # as the command line's: a DEM may be a friction
+    # as the command line's: an infinite value is a wall only where the DEM gives no
+    # elevations to the cost (a friction surface as its own DEM); elevations are finite
+    z, geo = _in_memory(dem, finite=cost != "friction")
     if cellsize is None:
         check_weight_units(cost, geo.crs, geo.where, kind="cost", units=geo.units)
     cs = _cellsize(cellsize, geo)

@@ -133,6 +133,43 @@ def test_an_infinite_friction_is_a_wall_and_an_infinite_elevation_refused(tmp_pa
                                             "elevations are finite numbers"), err
 
 
+def test_cost_distance_refuses_an_infinite_elevation_it_would_cost(tmp_path, capsys):
+    """The cost distance's DEM keeps its +inf cells only under the friction model, where
+    they are its friction's walls; ``absdiff`` and ``tobler`` cost its elevations, so an
+    infinite one is refused as every other command refuses it (it silently walled the cell
+    off), on every algorithm and from Python; friction runs keep it, as Dijkstra does."""
+    import terrain
+    from cli import run_main
+    from oracles import csr_graph, oracle_distance
+    rasterio = pytest.importorskip("rasterio")
+    z = np.arange(20 * 30, dtype=np.float32).reshape(20, 30) % 7
+    z[5, 3] = np.inf
+    path = tmp_path / "dem.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
+        d.write(z, 1)
+    for cost in ("absdiff", "tobler"):
+        for algorithm in ("in-core", "blocked", "tiled"):
+            out = tmp_path / f"{cost}-{algorithm}.zarr"
+            rc, _, err = run_main(capsys, "cost-distance", path, "--source-cell", "0,0",
+                                  "--cost", cost, "--algorithm", algorithm, "-o", out)
+            assert rc == 2 and err.strip().endswith(
+                "dem.tif: value inf at cell (row, col) = (5, 3): elevations are finite "
+                "numbers"), (cost, algorithm, err)
+            assert not out.exists()
+        with pytest.raises(InputError, match=r"elevation inf at cell \(row, col\) = \(5, 3\)"):
+            terrain.cost_distance(z, sources=[(0, 0)], cost=cost)
+    out = tmp_path / "friction.zarr"
+    rc, _, err = run_main(capsys, "cost-distance", path, "--friction", path, "--source-cell",
+                          "0,0", "-o", out)
+    assert rc == 0, err
+    import xarray as xr
+    want = oracle_distance(csr_graph(np.ones_like(z), "friction", friction=z, dx=10, dy=10),
+                           z.shape, [(0, 0)])
+    np.testing.assert_allclose(xr.open_zarr(out).distance.values, want, rtol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", ["int32", "uint32", "int64"])
 def test_integers_float32_cannot_hold_are_said_once(tmp_path, dtype):
     """A pit one unit deep above 2^24 read as a flat, silently (elevations are float32):
