@@ -241,9 +241,10 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
                or Georef(_cellsize_of(da), _crs_of(da), None, da, None, where,
                          unit_of(da.attrs)))
         gt = _geotransform(geo, values.shape)
-        if gt is not None:  # y ascending: the rows run north
-            check_north_up(gt, where, "reverse the axis first (da.isel(y=slice(None, None, "
-                           "-1)) for y ascending)")
+        if gt is not None:  # y ascending: the rows run north; x descending: columns west
+            dim, order = (da.dims[0], "ascending") if gt[5] > 0 else (da.dims[1], "descending")
+            check_north_up(gt, where, f"reverse the axis first (da.isel({dim}=slice(None, "
+                           f"None, -1)) for {dim} {order})")
         return values, geo
     if type(dem).__name__ == "Dataset" and hasattr(dem, "data_vars"):
         raise InputError(f"{name}: an xarray Dataset holds several variables: give one "

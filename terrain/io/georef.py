@@ -160,9 +160,9 @@ def check_north_up(geotransform, where, flip="flip it north-up first (gdalwarp)"
         raise InputError(f"{where}: a rotated or sheared raster (geotransform {text}) is not "
                          "supported; warp it north-up first (gdalwarp)")
     if gt[5] > 0 or gt[1] < 0:
-        what = "south-up" if gt[5] > 0 else "east-to-west"
+        what = "a south-up" if gt[5] > 0 else "an east-to-west"
         axis = "rows run north" if gt[5] > 0 else "columns run west"
-        raise InputError(f"{where}: a {what} raster (its {axis}: geotransform {text}) is not "
+        raise InputError(f"{where}: {what} raster (its {axis}: geotransform {text}) is not "
                          f"supported; {flip}")
 
 

@@ -161,7 +161,10 @@ def test_flow_and_streams_of_a_geographic_dem_warn_of_degrees(tmp_path, capsys):
     ((10, 2, 500000, 2, -10, 4003000), "a rotated or sheared raster (geotransform 500000, 10, "
      "2, 4003000, 2, -10) is not supported; warp it north-up first (gdalwarp)"),
     ((10, 0, 500000, 0, 30, 3985000), "a south-up raster (its rows run north: geotransform "
-     "500000, 10, 0, 3985000, 0, 30) is not supported; flip it north-up first (gdalwarp)")])
+     "500000, 10, 0, 3985000, 0, 30) is not supported; flip it north-up first (gdalwarp)"),
+    ((-10, 0, 500300, 0, -10, 4003000), "an east-to-west raster (its columns run west: "
+     "geotransform 500300, -10, 0, 4003000, 0, -10) is not supported; flip it north-up first "
+     "(gdalwarp)")])
 def test_a_raster_not_north_up_is_refused(tmp_path, capsys, affine, message):
     """Rows and columns are the map's axes everywhere: a rotated geotransform would put
     every output in the wrong place (190 m off in a trial), rows running north would turn
@@ -196,6 +199,35 @@ def test_a_dataarray_with_y_ascending_is_refused(tmp_path, capsys):
         dst.write(np.ones((1, 4, 5), np.float32))
     rc, out, err = run_main(capsys, "ingest", plain, "-o", tmp_path / "p.zarr")
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("dims", [("y", "x"), ("lat", "lon")])
+@pytest.mark.parametrize("flipped", ["rows", "columns"])
+def test_a_dataarray_not_north_up_is_told_which_axis_to_reverse(dims, flipped):
+    """A DataArray whose rows run north or whose columns run west is refused with the
+    reversal that makes it north-up, on its own dimension (an east-to-west one was told to
+    reverse y, which left it refused): that very expression makes it computable."""
+    import xarray as xr
+
+    import terrain
+    from oracles import priority_flood
+    z = np.random.default_rng(5).uniform(0, 9, (4, 5)).astype(np.float32)
+    y, x = 4005.0 - np.arange(4) * 10.0, 5.0 + np.arange(5) * 10.0
+    if flipped == "rows":
+        y = y[::-1]
+    else:
+        x = x[::-1]
+    da = xr.DataArray(z, dims=dims, coords={dims[0]: y, dims[1]: x})
+    with pytest.raises(terrain.InputError) as e:
+        terrain.fill(da)
+    said = str(e.value)
+    article = "a south-up" if flipped == "rows" else "an east-to-west"
+    assert said.startswith(f"DataArray: {article} raster"), said
+    fix = said[said.index("(da.isel(") + 1:said.index(") for ") + 1]
+    assert fix == f"da.isel({dims[0 if flipped == 'rows' else 1]}=slice(None, None, -1))", said
+    north_up = eval(fix, {"da": da})
+    got = terrain.fill(north_up).filled.values
+    np.testing.assert_array_equal(got, priority_flood(north_up.values))
 
 
 def test_a_dataarray_without_coordinates_is_unreferenced_with_rioxarray_loaded():
