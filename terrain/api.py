@@ -144,11 +144,28 @@ def _declared_transform(da):
 def _check_gridded(da, where):
     """:class:`InputError` for a DataArray placed only by ground control points (rioxarray
     keeps them in its grid mapping's ``gcps``, the geotransform GDAL's identity), as for
-    its file (:func:`terrain.io.raster.open_raster`): its cells lie on no grid until warped."""
+    its file (:func:`terrain.io.raster.open_raster`): its cells lie on no grid until warped;
+    likewise for coordinates that are not evenly spaced (the cell size and origin would be
+    read from their first step or their ends, each cell placed elsewhere). Coordinates
+    stored as float32 deviate by their rounding, which is allowed, as is 0.1 % of a step."""
     name = _grid_mapping(da)
     if name in da.coords and da.coords[name].attrs.get("gcps"):
         raise InputError(f"{where}: georeferenced only by ground control points (GCPs): warp "
                          "it onto a grid first (da.rio.reproject(da.rio.crs))")
+    for dim in da.dims:
+        c = da.coords[dim].values if dim in da.coords else None
+        if c is None or c.ndim != 1 or c.size < 3 or c.dtype.kind not in "iuf":
+            continue
+        given = np.abs(c).max()
+        c = c.astype(np.float64)
+        step = (c[-1] - c[0]) / (c.size - 1)
+        rounding = 4 * float(np.spacing(given)) if given.dtype.kind == "f" else 0.0
+        off = np.abs(c - (c[0] + step * np.arange(c.size))).max()
+        if not off <= 1e-3 * abs(step) + rounding:
+            steps = np.diff(c)
+            raise InputError(f"{where}: {dim} coordinates are not evenly spaced (steps from "
+                             f"{steps.min():.6g} to {steps.max():.6g}): its cells lie on no "
+                             f"grid; interpolate it onto one first (da.interp({dim}=...))")
 
 
 def _unreferenced_grid(da, where):

@@ -476,3 +476,36 @@ def test_a_store_of_an_earlier_release_passes_on_no_placeholder_unit(tmp_path, c
         assert "units" not in zarr.open_group(str(out), mode="r")[layer].attrs, command
         with rasterio.open(tifs / f"{layer}.tif") as src:
             assert src.units == (None,), command
+
+
+def test_a_dataarray_on_no_grid_is_refused_and_float32_coordinates_are_not():
+    """Coordinates that are not evenly spaced place the cells on no grid: the cell size was
+    read from the first step (fill, mst) or from the ends (rioxarray's resolution: a Tobler
+    cost on 17 m cells where they were 10 to 30 m apart), silently; refused, naming the
+    dimension and its steps. Float32 coordinates far from 0 (a netCDF's; rounded by up to
+    0.25 m at 4,000,000) are a grid: computed as the float64 ones are."""
+    import xarray as xr
+
+    import terrain
+    from oracles import csr_graph, oracle_distance
+    z = np.random.default_rng(7).uniform(0, 20, (5, 6)).astype(np.float32)
+    x, y = 500005.0 + 10 * np.arange(6), 3999995.0 - 10 * np.arange(5)
+    uneven = xr.DataArray(z, dims=("y", "x"), coords={"y": y, "x": [5., 15, 25, 40, 60, 90]})
+    assert np.ptp(np.diff(uneven.x.values)) > 0  # the oracle: NumPy's steps differ
+    for run in (terrain.fill, terrain.mst, terrain.flow,
+                lambda da: terrain.cost_distance(da, [(0, 0)], cost="tobler")):
+        with pytest.raises(terrain.InputError, match=r"^DataArray: x coordinates are not "
+                                                     r"evenly spaced \(steps from 10 to 30\)"):
+            run(uneven)
+        with pytest.raises(terrain.InputError, match="y coordinates are not evenly spaced"):
+            run(xr.DataArray(z, dims=("y", "x"), coords={"y": y[[0, 1, 2, 4, 3]], "x": x}))
+    x, y = 500005.05 + 10.1 * np.arange(6), 3999994.95 - 10.1 * np.arange(5)
+    rounded = xr.DataArray(z, dims=("y", "x"), coords={"y": y.astype(np.float32),
+                                                       "x": x.astype(np.float32)})
+    assert np.ptp(np.diff(rounded.y.values.astype(np.float64))) > 0  # float32 rounding
+    pytest.importorskip("rioxarray")
+    got = terrain.cost_distance(rounded.rio.write_crs("EPSG:32633"), [(2, 3)], cost="tobler")
+    dx, dy = (abs(np.diff(c.values.astype(np.float64)).mean()) for c in (rounded.x, rounded.y))
+    assert dx == pytest.approx(10.1, rel=0.01) and dy == pytest.approx(10.1, rel=0.01)
+    want = oracle_distance(csr_graph(z, "tobler", dx=dx, dy=dy), z.shape, [(2, 3)])
+    np.testing.assert_allclose(got.distance.values, want, rtol=1e-9)
