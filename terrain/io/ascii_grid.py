@@ -516,6 +516,10 @@ def check_readable_file(path):
     """The size of the grid file ``path``; :class:`InputError` when it is missing, a
     directory, a FIFO or a device, unreadable or empty."""
     if not path.exists():
+        if str(path).startswith("/vsi"):  # as gdalinfo takes it: no such folder here
+            raise InputError(f"{path}: GDAL's virtual file systems (/vsigzip/, /vsizip/, "
+                             "/vsicurl/, ...) are not read: give the file's own path (a "
+                             "compressed grid decompressed first)")
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a grid file")

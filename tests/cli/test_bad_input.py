@@ -316,3 +316,31 @@ def test_a_file_of_comments_only_is_an_empty_graph_not_a_grid(tmp_path, capsys):
         extra = ["--source", "0"] if command == "bfs" else []
         rc, _, err = run_main(capsys, command, tmp_path / "c.txt", *extra, scheduler=None)
         assert rc == 2 and err == f"terrain: {tmp_path / 'c.txt'}: empty graph (no edges)\n", err
+
+
+@pytest.mark.parametrize("command", [["ingest"], ["mst"], ["fill"],
+                                     ["cost-distance", "--source-cell", "0,0"]])
+def test_a_gdal_virtual_path_is_named_as_one(tmp_path, command):
+    """``/vsigzip/g.asc.gz``, which GDAL reads, was ``no such file``, as if misspelt: said to
+    be a GDAL virtual file system terrain does not read, in one line, nothing written; the
+    file decompressed is read as GDAL reads the virtual path."""
+    import gzip
+
+    import numpy as np
+    import rasterio
+    import xarray as xr
+    (tmp_path / "g.asc.gz").write_bytes(gzip.compress((HEADER + ROWS).encode()))
+    virtual = f"/vsigzip/{tmp_path}/g.asc.gz"
+    with rasterio.open(virtual) as src:  # the oracle: GDAL reads it
+        want = src.read(1, masked=True).astype(np.float32).filled(np.nan)
+    name, *options = command
+    proc = run_terrain(name, virtual, *options, "-o", "out.zarr", cwd=tmp_path)
+    assert_one_line_error(proc, f"terrain: /vsigzip{tmp_path}/g.asc.gz: GDAL's virtual file "
+                                "systems (/vsigzip/, /vsizip/, /vsicurl/, ...) are not read: "
+                                "give the file's own path (a compressed grid decompressed "
+                                "first)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.asc.gz"]
+    (tmp_path / "g.asc").write_bytes(gzip.decompress((tmp_path / "g.asc.gz").read_bytes()))
+    proc = run_terrain("ingest", "g.asc", "-o", "g.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(xr.open_zarr(tmp_path / "g.zarr").elevation.values, want)
