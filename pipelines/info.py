@@ -166,7 +166,8 @@ def format_description(d):
             f"levels    {d['levels']} (quadtree over tiles, root included)",
             f"nodata    {d['nodata_cells']} cells "
             f"({100.0 * d['nodata_cells'] / max(cells, 1):.2f}%), stored as NaN "
-            + ("(the source's: NaN)" if d["nodata"] is None else
+            + (f"(the source's {mask})" if (mask := (d.get("header") or {}).get("mask")) else
+               "(the source's: NaN)" if d["nodata"] is None else
                f"(source value {d['nodata']})"),
             f"min/max   {fmt(d['min'])} / {fmt(d['max'])}"]
     lines += [f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",

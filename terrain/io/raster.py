@@ -266,6 +266,11 @@ def open_raster(path, band=None):
                       "width": src.width, "height": src.height, "tags": dict(src.tags())}
             nodata = src.nodatavals[band - 1]
             nodata = None if nodata is None else float(nodata)
+            flags = src.mask_flag_enums[band - 1]  # GDAL's mask: its band before any nodata
+            if rasterio.enums.MaskFlags.alpha in flags:
+                header["mask"] = "alpha band"
+            elif rasterio.enums.MaskFlags.per_dataset in flags:
+                header["mask"] = "mask band"
             scale, offset = float(src.scales[band - 1]), float(src.offsets[band - 1])
             if not (np.isfinite(scale) and np.isfinite(offset) and scale != 0):
                 raise InputError(f"{path}: band {band}'s scale {scale:g} and offset "

@@ -65,6 +65,8 @@ def open_grid(path, *, band=None, nodata=None, crs=None, finite=True):
         if math.isinf(value):
             raise InputError(f"{path}: nodata {nodata!r} must be a number (or nan)")
         changes["nodata"] = None if math.isnan(value) else value  # NaN: nodata as it is
+        if "mask" in grid.header:  # the file's mask no longer read
+            changes["header"] = {k: v for k, v in grid.header.items() if k != "mask"}
         if isinstance(grid, RasterGrid) and changes["nodata"] is None:
             changes["file_mask"] = False  # the file's nodata value: a value like any other
         elif isinstance(grid, RasterGrid):

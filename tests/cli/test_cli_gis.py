@@ -509,3 +509,42 @@ def test_a_dataarray_on_no_grid_is_refused_and_float32_coordinates_are_not():
     assert dx == pytest.approx(10.1, rel=0.01) and dy == pytest.approx(10.1, rel=0.01)
     want = oracle_distance(csr_graph(z, "tobler", dx=dx, dy=dy), z.shape, [(2, 3)])
     np.testing.assert_allclose(got.distance.values, want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["mask band", "alpha band"])
+def test_info_names_the_mask_that_made_the_nodata(tmp_path, capsys, kind):
+    """A GeoTIFF whose nodata is its mask band (GDAL's internal mask) or alpha band: the
+    store's ``info`` said its nodata was ``(the source's: NaN)``, a value the file never
+    held; it names the band, and the cells are those GDAL masks. With ``--nodata`` the
+    mask is not read, and the value is named."""
+    import xarray as xr
+    from rasterio.enums import ColorInterp
+    z = np.random.default_rng(2).integers(1, 200, (12, 15)).astype(np.uint8)
+    mask = np.full((12, 15), 255, np.uint8)
+    mask[3:5, 3:7] = 0
+    path = tmp_path / "m.tif"
+    profile = dict(driver="GTiff", height=12, width=15, dtype="uint8", crs="EPSG:32633",
+                   transform=rasterio.transform.from_origin(500000, 4000000, 10, 10))
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
+        with rasterio.open(path, "w", count=1 if kind == "mask band" else 2, **profile) as d:
+            d.write(z, 1)
+            if kind == "mask band":
+                d.write_mask(mask)
+            else:
+                d.write(mask, 2)
+                d.colorinterp = [ColorInterp.gray, ColorInterp.alpha]
+    with rasterio.open(path) as src:  # the oracle: GDAL's mask
+        want = src.read(1, masked=True).astype(np.float32).filled(np.nan)
+    assert np.isnan(want).sum() == 8
+    rc, _, err = run_main(capsys, "ingest", path, "--band", "1", "-o", tmp_path / "s.zarr")
+    assert rc == 0, err
+    np.testing.assert_array_equal(xr.open_zarr(tmp_path / "s.zarr").elevation.values, want)
+    rc, out, err = run_main(capsys, "info", tmp_path / "s.zarr", scheduler=None)
+    assert rc == 0 and f"nodata    8 cells (4.44%), stored as NaN (the source's {kind})\n" in out
+    rc, _, err = run_main(capsys, "ingest", path, "--band", "1", "--nodata", "7", "-o",
+                          tmp_path / "v.zarr")
+    assert rc == 0, err
+    rc, out, err = run_main(capsys, "info", tmp_path / "v.zarr", scheduler=None)
+    cells = int((z == 7).sum())
+    assert f"nodata    {cells} cells ({100 * cells / 180:.2f}%), stored as NaN (source value " \
+           "7.0)\n" in out, out
