@@ -257,6 +257,9 @@ def open_raster(path, band=None):
             if not 1 <= band <= src.count:
                 raise InputError(f"{path}: band {band} does not exist (the raster has "
                                  f"{src.count} band{'s' if src.count > 1 else ''})")
+            if src.colorinterp[band - 1] == rasterio.enums.ColorInterp.alpha:
+                raise InputError(f"{path}: band {band} is an alpha band (the other bands' "
+                                 "mask), not elevations: give the band it masks")
             if "complex" in src.dtypes[band - 1]:  # NumPy would drop the imaginary parts
                 raise InputError(f"{path}: band {band} holds complex numbers "
                                  f"({src.dtypes[band - 1]}): elevations are real numbers")

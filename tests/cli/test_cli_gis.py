@@ -548,3 +548,30 @@ def test_info_names_the_mask_that_made_the_nodata(tmp_path, capsys, kind):
     cells = int((z == 7).sum())
     assert f"nodata    {cells} cells ({100 * cells / 180:.2f}%), stored as NaN (source value " \
            "7.0)\n" in out, out
+
+
+def test_an_alpha_band_is_not_read_as_elevations(tmp_path, capsys):
+    """``--band 2`` of a grey + alpha GeoTIFF read the alpha band (0 and 255) as a DEM,
+    silently; refused in one line naming the band, nothing written. Band 1 is read with
+    the alpha band as its mask, as GDAL reads it."""
+    import xarray as xr
+    from rasterio.enums import ColorInterp
+    z = np.random.default_rng(4).integers(1, 200, (6, 8)).astype(np.uint8)
+    alpha = np.full((6, 8), 255, np.uint8)
+    alpha[0, :3] = 0
+    path = tmp_path / "ga.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=6, width=8, count=2, dtype="uint8",
+                       crs="EPSG:32633", photometric="MINISBLACK", alpha="YES",
+                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
+        d.write(np.stack([z, alpha]))
+        d.colorinterp = [ColorInterp.gray, ColorInterp.alpha]
+    with rasterio.open(path) as src:  # the oracle: GDAL's reading of both bands
+        assert src.colorinterp[1] == ColorInterp.alpha
+        want = src.read(1, masked=True).astype(np.float32).filled(np.nan)
+    rc, _, err = run_main(capsys, "ingest", path, "--band", "2", "-o", tmp_path / "a.zarr")
+    assert rc == 2 and err == (f"terrain: {path}: band 2 is an alpha band (the other bands' "
+                               "mask), not elevations: give the band it masks\n"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ga.tif"]
+    rc, _, err = run_main(capsys, "ingest", path, "--band", "1", "-o", tmp_path / "g.zarr")
+    assert rc == 0, err
+    np.testing.assert_array_equal(xr.open_zarr(tmp_path / "g.zarr").elevation.values, want)
