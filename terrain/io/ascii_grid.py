@@ -307,7 +307,11 @@ class AsciiGrid(Grid):
     def slow_value(self, token, row, col):
         """The float32 of a token beyond the kernels' fast path (NaN when nodata, by their
         rule: an integer equal to the nodata, another number GDAL's float32 nodata test
-        takes), as they give it; :class:`InputError` beyond float32."""
+        takes), as they give it; :class:`InputError` beyond float32, unless the token is the
+        nodata itself (``NODATA_value -1e39``: its cells are nodata, as GDAL masks them)."""
+        text = bytes(token).decode("latin-1")
+        if self.nodata is not None and _number(text) and float(text) == self.nodata:
+            return np.float32(np.nan)
         f = float32_value(token, f"{self.path}:{self.data_line + row}",
                           f"(row {row + 1}, column {col + 1})")
         integral = not any(c in token for c in b".eE")

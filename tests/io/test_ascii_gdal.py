@@ -106,6 +106,25 @@ def test_values_near_the_nodata_are_masked_where_gdal_masks_them(tmp_path, nodat
     assert_bits_equal(z[~mask], values[~mask])
 
 
+@pytest.mark.parametrize("nodata", ["-1e39", "1E+40", "-3.5e38", "-1.0e039",
+                                    "10000000000000000000000000000000000000000"])
+def test_a_nodata_beyond_float32_masks_its_own_cells(tmp_path, nodata):
+    """``NODATA_value -1e39`` was taken, and then its own cells refused as values beyond
+    float32 (GDAL masks them): a cell that is the nodata is nodata; another value beyond
+    float32 is refused still, at its line."""
+    path = tmp_path / "far.asc"
+    path.write_text(HEADER.format(4, nodata) + f"1.5 {nodata} 3 {nodata}\n")
+    z = read_both_ways(path)
+    values, mask = gdal_masked(path)
+    np.testing.assert_array_equal(np.isnan(z), mask)
+    assert mask.tolist() == [[False, True, False, True]]
+    assert_bits_equal(z[~mask], values[~mask])
+    path.write_text(HEADER.format(4, nodata) + f"1.5 {nodata} 3 -4e39\n")
+    with pytest.raises(InputError, match=r"far.asc:7: value -4e39 \(row 1, column 4\) is "
+                                         "beyond the float32 range"):
+        read_grid(path)
+
+
 GRASS = "north: 1\nsouth: 0\neast: 4\nwest: 0\nrows: 1\ncols: 4\n"
 
 
