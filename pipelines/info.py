@@ -175,7 +175,10 @@ def format_description(d):
               f"crs       {d['crs_label']}",
               f"written   by {d['written_by'] or 'a terrain that did not record its release'}"]
     if tiles:
-        lines.append(f"source    {d['source']} ({d['source_format']})")
+        header = d.get("header") or {}
+        bands = (f", band {header['band']} of {header['count']}"  # which one was read
+                 if (header.get("count") or 1) > 1 and header.get("band") else "")
+        lines.append(f"source    {d['source']} ({d['source_format']}){bands}")
     for layer in d["layers"]:
         lines.append(f"layer     {layer['name']}: {layer['dtype']}, {layer['meaning']}")
     for name, s in d["results"].items():

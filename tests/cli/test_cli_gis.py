@@ -575,3 +575,27 @@ def test_an_alpha_band_is_not_read_as_elevations(tmp_path, capsys):
     rc, _, err = run_main(capsys, "ingest", path, "--band", "1", "-o", tmp_path / "g.zarr")
     assert rc == 0, err
     np.testing.assert_array_equal(xr.open_zarr(tmp_path / "g.zarr").elevation.values, want)
+
+
+def test_info_says_which_band_of_a_multiband_raster_was_read(tmp_path, capsys):
+    """A store of a multi-band GeoTIFF said only ``source t.tif (gdal-gtiff)``: which band
+    its elevations are (``--band 2``, or band 1 by default, warned once) was in the JSON
+    header alone; the source line names it, and the elevations are that band's."""
+    import xarray as xr
+    bands = np.random.default_rng(6).uniform(0, 50, (3, 6, 7)).astype(np.float32)
+    bands += np.array([0, 1000, 2000], np.float32)[:, None, None]
+    path = tmp_path / "t.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=6, width=7, count=3,
+                       dtype="float32", crs="EPSG:32633",
+                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
+        d.write(bands)
+    for command, band in ((["ingest", path, "--band", "2", "-o", tmp_path / "b2.zarr"], 2),
+                          (["mst", path, "-o", tmp_path / "b1.zarr"], 1)):
+        rc, _, err = run_main(capsys, *command)
+        assert rc == 0, err
+        store = command[-1]
+        with rasterio.open(path) as src:  # the oracle: GDAL's reading of that band
+            want = src.read(band)
+        np.testing.assert_array_equal(xr.open_zarr(store).elevation.values, want)
+        rc, out, err = run_main(capsys, "info", store, scheduler=None)
+        assert rc == 0 and f"source    t.tif (gdal-gtiff), band {band} of 3\n" in out, out
