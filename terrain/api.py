@@ -2,8 +2,8 @@
 
 Raster operations (:func:`mst`, :func:`cost_distance`, :func:`fill`, :func:`flow`) take a
 DEM as a NumPy array (NaN = nodata); an xarray DataArray (2-D, or one band of
-``(band, y, x)``; coordinates, grid mapping and ``spatial_ref`` kept, the cell size from its
-transform, CF's ``scale_factor``/``add_offset`` applied as a file's scale and offset); a
+``(band, y, x)``; coordinates, grid mapping and ``spatial_ref`` kept, the cell size and
+transform from its coordinates (else its grid mapping's), CF's ``scale_factor``/``add_offset`` applied as a file's scale and offset); a
 Dask array (computed: these algorithms hold the grid; out of core is the command line's); or
 a path: a tile store or any grid :func:`terrain.io.open_grid` reads.
 They return xarray objects (:func:`cost_distance`: NumPy arrays unless the input is xarray)
@@ -95,8 +95,10 @@ def _attrs_transform(da):
 
 
 def _cellsize_of(da):
+    # recalc: from the coordinates where they say (rioxarray's cached GeoTransform is the
+    # source's still after da[::2, ::3] or a coarsen: cells 10 m apart where they are 20)
     try:
-        res = da.rio.resolution()
+        res = da.rio.resolution(recalc=True)
         return (abs(float(res[0])), abs(float(res[1])))
     except Exception:
         pass
@@ -539,7 +541,7 @@ def _geotransform(geo, shape):
     if t is None:
         return None
     try:
-        gt = tuple(float(v) for v in t.rio.transform().to_gdal())
+        gt = tuple(float(v) for v in t.rio.transform(recalc=True).to_gdal())  # as above
         # rioxarray's transform of an array without coordinates (or of one row or column)
         # is GDAL's identity, rows running "north": the coordinates, if any, say more
         if gt != UNREFERENCED:

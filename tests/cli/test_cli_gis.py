@@ -599,3 +599,32 @@ def test_info_says_which_band_of_a_multiband_raster_was_read(tmp_path, capsys):
         np.testing.assert_array_equal(xr.open_zarr(store).elevation.values, want)
         rc, out, err = run_main(capsys, "info", store, scheduler=None)
         assert rc == 0 and f"source    t.tif (gdal-gtiff), band {band} of 3\n" in out, out
+
+
+def test_a_subsampled_dataarray_is_computed_on_its_own_cells(tmp_path):
+    """``da[1::3, ::2]`` of a 10 m raster keeps rioxarray's cached ``GeoTransform`` (10 m),
+    which gave its cell size: Tobler costs and slopes on 10 m cells where they are 20 x
+    30 m apart, and points placed by the stale transform. The coordinates give the cells."""
+    rioxarray = pytest.importorskip("rioxarray")
+    import terrain
+    from oracles import csr_graph, mask_ids, oracle_distance, ref_kruskal
+    z = np.random.default_rng(8).uniform(0, 60, (12, 15)).astype(np.float32)
+    path = tmp_path / "d.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=12, width=15, count=1,
+                       dtype="float32", crs="EPSG:32633",
+                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
+        d.write(z, 1)
+    sub = rioxarray.open_rasterio(path).squeeze(drop=True).isel(y=slice(1, None, 3),
+                                                                 x=slice(None, None, 2))
+    dx, dy = (float(abs(np.diff(sub[c].values)).mean()) for c in ("x", "y"))  # the oracle
+    assert (dx, dy) == (20.0, 30.0) and sub.rio.resolution() == (10.0, -10.0)  # cached
+    zs = sub.values
+    got = terrain.cost_distance(sub, [(0, 0)], cost="tobler")
+    want = oracle_distance(csr_graph(zs, "tobler", dx=dx, dy=dy), zs.shape, [(0, 0)])
+    np.testing.assert_allclose(got.distance.values, want, rtol=1e-12)
+    forest = terrain.mst(sub, weight="slope")
+    np.testing.assert_array_equal(mask_ids(forest.values),
+                                  ref_kruskal(zs, 8, "slope", (dx, dy))[0])
+    x, y = float(sub.x[3]), float(sub.y[2])  # a cell's centre
+    got = terrain.cost_distance(sub, points=[(x, y)])
+    assert (got.attrs["source_rows"], got.attrs["source_cols"]) == ([2], [3])
