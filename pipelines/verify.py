@@ -115,13 +115,12 @@ def _verify_fill_store(path, group):
     if "outlets" in group:
         outlets = _whole(group["outlets"])
     z = _whole(dem)
-    if "sinks" in group:  # pits a --min-depth/--min-area run kept: they drain
-        from terrain.hydrology import outlet_cells
-        outlets = outlet_cells(z, int(s.get("connectivity", 8)), outlets) | _whole(group["sinks"])
+    # pits a --min-depth/--min-area run kept: they drain
+    sinks = _whole(group["sinks"]) if "sinks" in group else None
     # depth and depression stay in the store until their checks read them (then freed)
     return verify_fill(z, _whole(group["filled"]), int(s.get("connectivity", 8)), outlets,
                        _WholeLater(group["depth"]), _WholeLater(group["depression"]),
-                       bool(s.get("epsilon")))
+                       bool(s.get("epsilon")), sinks)
 
 
 def _verify_flow_store(path, group):

@@ -578,10 +578,13 @@ def _cut_off(valid, connectivity, outlets):
 
 
 def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depression=None,
-                epsilon=False):
+                epsilon=False, sinks=None):
     """Certificate that ``filled`` is the depression fill of ``dem`` (docs/hydrology.md).
 
     ``outlets``: the named outlets' mask (default: the grid's edge and nodata);
+    ``sinks``: the pits of the depressions a ``min_depth``/``min_area`` fill kept (its
+    ``sinks`` layer), each a pit of the DEM (no neighbour lower, no outlet), which drain as
+    outlets;
     ``depth``, ``depression``: the layers to check too, arrays or anything NumPy reads (a
     zarr array is read when its check comes, and freed after it); ``epsilon``: the epsilon
     fill's certificate.
@@ -607,6 +610,24 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     cert.checks.append("the filled DEM has the DEM's nodata")
     out = outlet_cells(z, conn, outlets)
     step = 1 if conn == 8 else 2
+    if sinks is not None:
+        kept = np.asarray(sinks) != 0
+        if kept.shape != z.shape:
+            return cert.fail(f"sinks has {kept.shape[0]} x {kept.shape[1]} cells, the DEM "
+                             f"{z.shape[0]} x {z.shape[1]}")
+        for r, c in np.argwhere(kept):
+            if not valid[r, c] or out[r, c]:  # an outlet drains: no depression's pit
+                return cert.fail(f"sink ({r}, {c}) lies on " + ("an outlet" if valid[r, c]
+                                                                else "nodata"))
+            for dr, dc in zip(ARC_DR[:8:step], ARC_DC[:8:step]):
+                rr, cc = r + dr, c + dc
+                if 0 <= rr < z.shape[0] and 0 <= cc < z.shape[1] and z[rr, cc] < z[r, c]:
+                    return cert.fail(f"sink ({r}, {c}) at {float(z[r, c]):.9g} is no pit: "
+                                     f"its neighbour ({rr}, {cc}) lies lower, at "
+                                     f"{float(z[rr, cc]):.9g}")
+        cert.checks.append(f"the {int(np.count_nonzero(kept))} sinks are pits of the DEM "
+                           "(no neighbour lower, no outlet); they drain")
+        out = out | kept
     cut_off = _cut_off(valid, conn, out)
     lib, at = _checks(), ctypes.c_int64()
     out = np.ascontiguousarray(out, np.uint8)

@@ -105,6 +105,51 @@ def test_verify_command_rejects_a_corrupted_store(tmp_path, capsys):
                                            "(the store is damaged)"), se
 
 
+def slope_cell(z, conn):
+    """The first cell (row-major) off the edge and away from nodata (no outlet) with a
+    neighbour lower than it (scipy's minimum filter over the neighbours): no pit, so no
+    kept depression's sink."""
+    from scipy import ndimage
+    foot = np.ones((3, 3), bool) if conn == 8 else ndimage.generate_binary_structure(2, 1)
+    foot[1, 1] = False
+    low = ndimage.minimum_filter(np.where(np.isnan(z), np.inf, z), footprint=foot,
+                                 mode="constant", cval=np.inf)
+    inner = ~ndimage.maximum_filter(np.isnan(z), footprint=foot, mode="constant", cval=True)
+    return tuple(np.argwhere(~np.isnan(z) & inner & (low < z))[0])
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+def test_a_sink_that_is_no_pit_is_rejected(conn):
+    """A kept pit drains as an outlet: a sinks layer with one more cell (one on a slope)
+    certified the store as long as the filled DEM did not change."""
+    z = dem(7)
+    r = fill_depressions(z, conn, min_depth=2, backend="cpu")
+    sinks = np.zeros(z.shape, np.uint8)
+    sinks.ravel()[r.sinks] = 1
+    assert sinks.any() and verify_fill(z, r.filled, conn, sinks=sinks).ok
+    on_slope = sinks.copy()
+    on_slope[slope_cell(z, conn)] = 1
+    c = verify_fill(z, r.filled, conn, sinks=on_slope)
+    assert not c.ok and "is no pit" in c.violation, c.violation
+    on_edge = sinks.copy()
+    on_edge[0, 0] = 1  # the grid's edge drains already
+    c = verify_fill(z, r.filled, conn, sinks=on_edge)
+    assert not c.ok and "lies on an outlet" in c.violation, c.violation
+
+
+def test_verify_command_rejects_a_sink_added_by_hand(tmp_path, capsys):
+    import zarr
+    write_asc(tmp_path / "dem.asc", dem(5))
+    assert run_main(capsys, "fill", tmp_path / "dem.asc", "-o", tmp_path / "f.zarr",
+                    "--min-depth", "2")[0] == 0
+    g = zarr.open_group(str(tmp_path / "f.zarr"), mode="r+")
+    sinks = g["sinks"][:]
+    sinks[slope_cell(g["filled"][:], 8)] = 1  # the DEM's nodata: the filled DEM's
+    g["sinks"][:] = sinks
+    rc, so, _ = run_main(capsys, "verify", tmp_path / "f.zarr", scheduler=None)
+    assert rc == 1 and "is no pit" in so, so
+
+
 def test_outlets_and_cut_off_cells_keep_their_elevation():
     z = np.array([[5, 5, 5, np.nan, 9], [5, 1, 5, np.nan, 2], [5, 5, 5, np.nan, 9]],
                  np.float32)
