@@ -150,13 +150,13 @@ def test_cost_distance_refuses_an_infinite_elevation_it_would_cost(tmp_path, cap
                        transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
         d.write(z, 1)
     for cost in ("absdiff", "tobler"):
-        for algorithm in ("in-core", "blocked", "tiled"):
-            out = tmp_path / f"{cost}-{algorithm}.zarr"
+        for route in ("in-core", "blocked", "tiled"):
+            out = tmp_path / f"{cost}-{route}.zarr"
             rc, _, err = run_main(capsys, "cost-distance", path, "--source-cell", "0,0",
-                                  "--cost", cost, "--algorithm", algorithm, "-o", out)
+                                  "--cost", cost, "--route", route, "-o", out)
             assert rc == 2 and err.strip().endswith(
                 "dem.tif: value inf at cell (row, col) = (5, 3): elevations are finite "
-                "numbers"), (cost, algorithm, err)
+                "numbers"), (cost, route, err)
             assert not out.exists()
         with pytest.raises(InputError, match=r"elevation inf at cell \(row, col\) = \(5, 3\)"):
             terrain.cost_distance(z, sources=[(0, 0)], cost=cost)
