@@ -111,22 +111,26 @@ def test_a_float64_geotiff_keeps_its_nodata_and_refuses_values_beyond_float32(tm
     assert read_grid(path, finite=False)[0][4, 5] == np.inf
 
 
+def _utm_geotiff(path, z):
+    """``z`` as a float32 GeoTIFF of 10 m cells in UTM 17N at ``path``."""
+    rasterio = pytest.importorskip("rasterio")
+    with rasterio.open(path, "w", driver="GTiff", height=z.shape[0], width=z.shape[1], count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
+        d.write(z, 1)
+    return path
+
+
 def test_an_infinite_friction_is_a_wall_and_an_infinite_elevation_refused(tmp_path, capsys):
     """A friction raster's +inf cells are impassable (the cost distance reads its rasters
     keeping them, its DEM too, which may be its own friction); mst refuses the same file."""
     from cli import run_main
-    rasterio = pytest.importorskip("rasterio")
     f = np.ones((20, 30), np.float32)
     f[5, :25] = np.inf
-    path = tmp_path / "fr.tif"
-    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
-                       dtype="float32", crs="EPSG:32617",
-                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
-        d.write(f, 1)
-    for algorithm in ("in-core", "tiled"):
+    path = _utm_geotiff(tmp_path / "fr.tif", f)
+    for route in ("in-core", "tiled"):
         rc, _, err = run_main(capsys, "cost-distance", path, "--friction", path, "--source-cell",
-                              "0,0", "-o", tmp_path / f"{algorithm}.zarr", "--route",
-                              algorithm)
+                              "0,0", "-o", tmp_path / f"{route}.zarr", "--route", route)
         assert rc == 0, err
     rc, _, err = run_main(capsys, "mst", path, "-o", tmp_path / "m.zarr")
     assert rc == 2 and err.strip().endswith("fr.tif: value inf at cell (row, col) = (5, 0): "
@@ -141,14 +145,9 @@ def test_cost_distance_refuses_an_infinite_elevation_it_would_cost(tmp_path, cap
     import terrain
     from cli import run_main
     from oracles import csr_graph, oracle_distance
-    rasterio = pytest.importorskip("rasterio")
     z = np.arange(20 * 30, dtype=np.float32).reshape(20, 30) % 7
     z[5, 3] = np.inf
-    path = tmp_path / "dem.tif"
-    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
-                       dtype="float32", crs="EPSG:32617",
-                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
-        d.write(z, 1)
+    path = _utm_geotiff(tmp_path / "dem.tif", z)
     for cost in ("absdiff", "tobler"):
         for route in ("in-core", "blocked", "tiled"):
             out = tmp_path / f"{cost}-{route}.zarr"
