@@ -231,9 +231,9 @@ def build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
 def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend="cpu",
                ingests=(), geo=None, friction_store=None, scheduler=None):
     """The in-core run (module docstring): in this process, or as a graph on a cluster.
-    ``ingests``: ``(raster, store, infinite values kept)`` ingested first (in process: read whole and
-    written on threads, :func:`pipelines.ingest.write_elevation`, no Dask). Returns the
-    summary; in process, its ``wall_seconds`` give each step."""
+    ``ingests``: ``(raster, store, infinite values kept)`` ingested first (in process: read
+    whole and written on threads, :func:`pipelines.ingest.write_elevation`, no Dask).
+    Returns the summary; in process, its ``wall_seconds`` give each step."""
     if not runs_in_process(scheduler):
         from . import cluster
         upstream = [build_ingest_graph(src, dst, spec["tile"], finite=not walls)

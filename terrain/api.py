@@ -3,9 +3,10 @@
 Raster operations (:func:`mst`, :func:`cost_distance`, :func:`fill`, :func:`flow`) take a
 DEM as a NumPy array (NaN = nodata); an xarray DataArray (2-D, or one band of
 ``(band, y, x)``; coordinates, grid mapping and ``spatial_ref`` kept, the cell size and
-transform from its coordinates (else its grid mapping's), CF's ``scale_factor``/``add_offset`` applied as a file's scale and offset); a
-Dask array (computed: these algorithms hold the grid; out of core is the command line's); or
-a path: a tile store or any grid :func:`terrain.io.open_grid` reads.
+transform from its coordinates (else its grid mapping's), CF's ``scale_factor``/
+``add_offset`` applied as a file's scale and offset); a Dask array (computed: these
+algorithms hold the grid; out of core is the command line's); or a path: a tile store or
+any grid :func:`terrain.io.open_grid` reads.
 They return xarray objects (:func:`cost_distance`: NumPy arrays unless the input is xarray)
 on the same grid (coordinates and CRS) with the result's summary in the attributes. Graph
 operations (:func:`bfs`, :func:`diameter`, :func:`sssp`) take what

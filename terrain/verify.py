@@ -615,16 +615,21 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
         if kept.shape != z.shape:
             return cert.fail(f"sinks has {kept.shape[0]} x {kept.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
-        for r, c in np.argwhere(kept):
-            if not valid[r, c] or out[r, c]:  # an outlet drains: no depression's pit
-                return cert.fail(f"sink ({r}, {c}) lies on " + ("an outlet" if valid[r, c]
-                                                                else "nodata"))
-            for dr, dc in zip(ARC_DR[:8:step], ARC_DC[:8:step]):
-                rr, cc = r + dr, c + dc
-                if 0 <= rr < z.shape[0] and 0 <= cc < z.shape[1] and z[rr, cc] < z[r, c]:
-                    return cert.fail(f"sink ({r}, {c}) at {float(z[r, c]):.9g} is no pit: "
-                                     f"its neighbour ({rr}, {cc}) lies lower, at "
-                                     f"{float(z[rr, cc]):.9g}")
+        rs, cs = np.nonzero(kept)  # a fill may keep millions: checked as arrays
+        off = ~valid[rs, cs] | out[rs, cs]  # an outlet drains: no depression's pit
+        if off.any():
+            r, c = rs[off][0], cs[off][0]
+            return cert.fail(f"sink ({r}, {c}) lies on " + ("an outlet" if valid[r, c]
+                                                            else "nodata"))
+        for dr, dc in zip(ARC_DR[:8:step], ARC_DC[:8:step]):
+            rr, cc = rs + dr, cs + dc
+            inside = (rr >= 0) & (rr < z.shape[0]) & (cc >= 0) & (cc < z.shape[1])
+            lower = np.flatnonzero(inside)[z[rr[inside], cc[inside]] < z[rs[inside], cs[inside]]]
+            if lower.size:
+                i = lower[0]
+                return cert.fail(f"sink ({rs[i]}, {cs[i]}) at {float(z[rs[i], cs[i]]):.9g} is "
+                                 f"no pit: its neighbour ({rr[i]}, {cc[i]}) lies lower, at "
+                                 f"{float(z[rr[i], cc[i]]):.9g}")
         cert.checks.append(f"the {int(np.count_nonzero(kept))} sinks are pits of the DEM "
                            "(no neighbour lower, no outlet); they drain")
         out = out | kept
