@@ -1,9 +1,10 @@
 """``terrain batch ingest|mst|cost-distance|fill|flow INPUTS... -o OUTDIR``: one command over many
 rasters, one cluster.
 
-Inputs are globs (expanded here: quote them), directories (their raster files, links to
-missing ones and tile stores: each gets a row, its run says what it makes of it) or manifest
-files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII grid: one path a line, ``#``
+Inputs are globs (expanded here: quote them; a raster's companion files,
+:data:`SIDECAR_SUFFIXES`, left out), directories (their raster files, links to missing ones
+and tile stores: each gets a row, its run says what it makes of it) or manifest files
+(``.lst``/``.list``, or a ``.txt`` that is not an ASCII grid: one path a line, ``#``
 comments). The files run one after the other on one scheduler, each as its own graph; every
 file gets a line in ``OUTDIR/manifest.json`` and ``.csv`` (``done``, ``failed`` or
 ``skipped``; ``pending`` before its run), written atomically before the first file and after
@@ -36,6 +37,10 @@ __all__ = ["RUNNERS", "expand_inputs", "run_batch", "batch_command"]
 RASTER_SUFFIXES = (".asc", ".grd", ".arx", ".grass", ".tif", ".tiff", ".img", ".vrt", ".bil",
                    ".dem", ".hgt", ".nc", ".txt")
 MANIFEST_SUFFIXES = (".lst", ".list", ".txt")
+#: a raster's companion files, which a glob such as ``dir/*`` matches beside it: GDAL's
+#: mask, overviews and metadata, the world file, the projection, a BIL's header (each
+#: raster would run on its mask as a DEM, each .prj fail)
+SIDECAR_SUFFIXES = (".aux.xml", ".msk", ".ovr", ".prj", ".tfw", ".tifw", ".wld", ".hdr")
 FIELDS = ("input", "status", "seconds", "output", "error")
 
 
@@ -255,7 +260,8 @@ def expand_inputs(specs):
             found = _read_manifest(p) if p.is_file() and _is_manifest(p) else [p]
         else:
             found = [Path(q) for q in sorted(glob.glob(str(spec)))]
-            found = [q for q in found if not q.is_dir() or is_store(q)]
+            found = [q for q in found if (not q.is_dir() or is_store(q))
+                     and not q.name.lower().endswith(SIDECAR_SUFFIXES)]
         if not found:
             raise InputError(f"{spec}: no such file, directory or matching files")
         for q in found:

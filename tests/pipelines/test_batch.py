@@ -102,6 +102,28 @@ def test_batch_ingest_from_a_directory_and_a_manifest_file(tmp_path, rasters):
     assert np.asarray(z).tobytes() == ref.tobytes()
 
 
+def test_a_glob_leaves_out_the_rasters_companion_files(tmp_path):
+    """``dir/*`` matched a GeoTIFF's GDAL mask (a TIFF: it ran as a DEM), its overviews and
+    metadata, and an ASCII grid's .prj (a failed row): the rasters alone are inputs."""
+    import rasterio
+    from pipelines.batch import expand_inputs
+    d = tmp_path / "rasters"
+    d.mkdir()
+    (d / "dem.asc").write_bytes(SAMPLE.read_bytes())
+    (d / "dem.prj").write_text('PROJCS["x"]')
+    z = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False):
+        with rasterio.open(d / "a.tif", "w", driver="GTiff", height=3, width=4, count=1,
+                           dtype="float32") as ds:
+            ds.write(z, 1)
+            ds.write_mask(np.array(z > 2, np.uint8) * 255)
+    with rasterio.open(d / "a.tif.msk") as ds:  # GDAL's mask beside it: a raster it opens
+        assert ds.count == 1
+    for name in ("a.tif.aux.xml", "a.tif.ovr", "b.TFW"):
+        (d / name).write_text("x")
+    assert sorted(p.name for p in expand_inputs([str(d / "*")])) == ["a.tif", "dem.asc"]
+
+
 def test_batch_with_nothing_to_do_is_one_line(tmp_path):
     proc = run_terrain("batch", "ingest", "none/*.asc", "-o", "out", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
