@@ -37,6 +37,7 @@ _python_show_warning = warnings.showwarning
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
 BATCH_COMMANDS = ("ingest", "mst", "cost-distance", "fill", "flow")  # pipelines.batch.RUNNERS
 #: cost-distance's routes: fill's and flow's (auto, in-core, tiled) and its blocked SSSP
+#: (pipelines.cost_distance.ROUTES, spelled out as GRAPH_FORMATS is)
 COST_DISTANCE_ROUTES = ("auto", "in-core", "tiled", "blocked")
 COST_DISTANCE_ROUTE_HELP = (
     "in-core SSSP, the tiled (out-of-core) algorithm, the blocked (out-of-core, CPU) one, or "

@@ -241,3 +241,11 @@ def test_the_graph_formats_offered_are_the_loaders():
     from terrain.graph import FORMATS
     from terrain.run import GRAPH_FORMATS
     assert GRAPH_FORMATS == ("auto", *FORMATS, "store")
+
+
+def test_the_cost_distance_routes_offered_are_the_pipelines():
+    """The command line spells cost-distance's routes out, as the graph formats: they must
+    stay the pipeline's."""
+    from pipelines.cost_distance import ROUTES
+    from terrain.run import COST_DISTANCE_ROUTES
+    assert COST_DISTANCE_ROUTES == ROUTES
