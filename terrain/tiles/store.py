@@ -171,7 +171,9 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
         "geotransform": gt,
         "cellsize": [abs(gt[1]), abs(gt[5])],
         "crs": crs,
-        "nodata": nodata,
+        # JSON has no infinities: a source's -inf nodata is "-Infinity", as Zarr v3 writes a
+        # fill value (written bare, strict JSON would keep null and it would read as NaN)
+        "nodata": {math.inf: "Infinity", -math.inf: "-Infinity"}.get(nodata, nodata),
         "source": None if source is None else str(source),
         "header": header or {},
     })

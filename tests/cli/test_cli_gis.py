@@ -550,6 +550,30 @@ def test_info_names_the_mask_that_made_the_nodata(tmp_path, capsys, kind):
            "7.0)\n" in out, out
 
 
+def test_info_names_an_infinite_nodata_value(tmp_path, capsys):
+    """A float GeoTIFF whose nodata is -inf: its store's ``info`` said ``(the source's:
+    NaN)``, since strict JSON keeps an infinity as null. The value is kept as Zarr v3 spells
+    a fill value, "-Infinity", and the cells are those GDAL masks."""
+    import xarray as xr
+    z = np.random.default_rng(3).uniform(0, 100, (9, 11)).astype(np.float32)
+    z[2:4, 5:9] = -np.inf
+    path = tmp_path / "n.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=9, width=11, count=1,
+                       dtype="float32", crs="EPSG:32633", nodata=-np.inf,
+                       transform=rasterio.transform.from_origin(500000, 4000000, 10, 10)) as d:
+        d.write(z, 1)
+    with rasterio.open(path) as src:  # the oracle: GDAL's mask
+        want = src.read(1, masked=True).filled(np.nan)
+    rc, _, err = run_main(capsys, "ingest", path, "-o", tmp_path / "s.zarr")
+    assert rc == 0, err
+    np.testing.assert_array_equal(xr.open_zarr(tmp_path / "s.zarr").elevation.values, want)
+    rc, out, err = run_main(capsys, "info", tmp_path / "s.zarr", scheduler=None)
+    assert rc == 0 and ("nodata    8 cells (8.08%), stored as NaN (source value -Infinity)\n"
+                        in out), out
+    rc, out, err = run_main(capsys, "info", tmp_path / "s.zarr", "--json", scheduler=None)
+    assert rc == 0 and json.loads(out)["nodata"] == "-Infinity"
+
+
 def test_an_alpha_band_is_not_read_as_elevations(tmp_path, capsys):
     """``--band 2`` of a grey + alpha GeoTIFF read the alpha band (0 and 255) as a DEM,
     silently; refused in one line naming the band, nothing written. Band 1 is read with
