@@ -1,8 +1,9 @@
 """What every grid command (``mst``, ``fill``, ``flow``, ``cost-distance``) does around its
-route: its input described from the header (:func:`open_input`, also what ``--dry-run``
-plans from), and its output written as a partial and published with its GeoTIFFs
-(:class:`CommandOutput`). A command then reads as: describe the input, check the options,
-run the route, publish.
+route: the route asked checked (:func:`asked_route`), its input described from the header
+(:func:`open_input`, also what ``--dry-run`` plans from), its output written as a partial
+and published with its GeoTIFFs (:class:`CommandOutput`), and its summary printed
+(:func:`print_summary`). A command then reads as: describe the input, check the options,
+run the route, publish, print.
 """
 
 import contextlib
@@ -11,8 +12,31 @@ from pathlib import Path
 
 from terrain.errors import InputError
 from terrain.io.georef import finish_store
+from terrain.io.outputs import json_text
 
-__all__ = ["InputGrid", "open_input", "CommandOutput"]
+__all__ = ["InputGrid", "open_input", "CommandOutput", "asked_route", "print_summary", "ROUTES"]
+
+#: the routes of ``fill`` and ``flow``; ``cost-distance`` adds its blocked SSSP
+ROUTES = ("auto", "in-core", "tiled")
+
+
+def asked_route(route, routes=ROUTES):
+    """``route`` when it is one of ``routes`` ("auto" leaves the choice to the command's
+    planner), else :class:`~terrain.errors.InputError`.
+
+    >>> asked_route("tiled")
+    'tiled'
+    """
+    if route not in routes:
+        raise InputError(f"route {route!r}: expected one of {', '.join(routes)}")
+    return route
+
+
+def print_summary(summary, input_path, as_json, lines):
+    """Print a command's summary: as JSON naming the ``input_path`` it read beside the
+    summary's ``output`` (``--json``), else its ``lines(summary)``."""
+    print(json_text({"input": str(input_path), **summary}, indent=2) if as_json
+          else lines(summary))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -169,11 +169,11 @@ FILL_OPTIONS = ("epsilon", "min_depth", "min_area", "hierarchy")
 
 
 def _run_fill(inp, out, args, scheduler):
-    from .fill import IN_CORE_OF_ROUTE, run_fill
+    from .fill import run_fill
     s = run_fill(inp, out, tile=args.tile, connectivity=args.connectivity,
                  outlets=_per_file(args.outlets, inp), backend=args.backend,
                  scheduler=scheduler, overwrite=args.overwrite,
-                 geotiff_dir=_geotiff_dir(args, inp), in_core=IN_CORE_OF_ROUTE[args.route],
+                 geotiff_dir=_geotiff_dir(args, inp), route=args.route,
                  **{name: getattr(args, name) for name in FILL_OPTIONS})
     return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
 

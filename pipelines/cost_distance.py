@@ -25,7 +25,7 @@ from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io import available_memory
 from terrain.io.georef import check_weight_units, finish_store
-from terrain.io.outputs import check_outputs, json_text, output_beside, same_file
+from terrain.io.outputs import check_outputs, output_beside, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
                                is_remote, output_at, remove_tree, scratch_beside)
 from terrain.io.points import cell_centre, map_to_cell, point_cells, raster_source_cells
@@ -34,7 +34,8 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
 
 from . import _plan as _plans
-from ._command import CommandOutput, open_input
+from ._command import ROUTES as COMMAND_ROUTES
+from ._command import CommandOutput, asked_route, open_input, print_summary
 from ._resume import data_identity, drop_checkpoints, run_key
 from .cost_distance_incore import (RUN_ATTRS, check_incore_reuse, reusable_kind,
                                    reuse_attributes, run_incore)
@@ -45,7 +46,7 @@ __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_
            "cost_distance_route", "default_output", "resolve_sources", "check_cost_options",
            "resolve_cost", "plan_cost_distance", "parse_pair", "ROUTES"]
 
-ROUTES = ("auto", "in-core", "tiled", "blocked")
+ROUTES = (*COMMAND_ROUTES, "blocked")
 
 
 #: the output when none is named: ``dem.tif`` -> ``dem.cost.zarr``
@@ -61,9 +62,7 @@ def cost_distance_route(shape, has_friction=False, memory_bytes=None, route="aut
     >>> cost_distance_route((1000, 1000), memory_bytes=10**9), cost_distance_route(
     ...     (10**5, 10**5), memory_bytes=10**9)
     ('in-core', 'blocked')"""
-    if route not in ROUTES:
-        raise InputError(f"route {route!r}: expected auto, in-core, tiled or blocked")
-    if route != "auto":
+    if asked_route(route, ROUTES) != "auto":
         return route
     be = get_backend(backend)
     need = incore_bytes(shape, has_friction)
@@ -526,8 +525,7 @@ def cost_distance_command(args):
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
         memory=getattr(args, "memory", None), stop_points=args.stop or (),
         stop_cells=args.stop_cell or (), stops_file=args.stops, resume=args.resume)
-    print(json_text({"input": str(args.input), **summary}, indent=2) if args.json
-          else _format_summary(summary))
+    print_summary(summary, args.input, args.json, _format_summary)
     return 0
 
 

@@ -31,7 +31,7 @@ from terrain.hydrology import (LAKE_LABELS, SINKS_MEANING, FillSpec, fill_depres
 from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, write_georeference
-from terrain.io.outputs import json_text, output_beside
+from terrain.io.outputs import output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
                                remove_tree)
 from terrain.io.zarr_meta import open_array, open_group
@@ -39,7 +39,7 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import (create_layer, read_block, read_layer, result_compressors,
                                  tiles_per_shard, write_block, write_layers)
 
-from ._command import CommandOutput, open_input
+from ._command import CommandOutput, asked_route, open_input, print_summary
 from ._resume import data_identity, drop_checkpoints, run_key
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
@@ -78,8 +78,8 @@ FOREST_BYTES_PER_CELL = 96
 default_output = functools.partial(output_beside, suffix=".fill.zarr")
 
 
-def fill_route(shape, backend, in_core="auto", available=None, forest=False):
-    """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
+def fill_route(shape, backend, route="auto", available=None, forest=False):
+    """"in-core" or "tiled": ``route`` when it names one, or for "auto" in core when the grid's
     working arrays fit: on the GPU the device (:func:`terrain.hydrology.fill_fits_on_device`);
     else on the host :data:`IN_CORE_BYTES_PER_CELL` within 80 % of the available memory,
     or with ``forest`` (the options that build the forest; not on the GPU)
@@ -90,16 +90,14 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
 
     >>> fill_route((100, 100), get_backend("cpu"))
     'in-core'
-    >>> fill_route((100, 100), get_backend("cpu"), in_core=False)
+    >>> fill_route((100, 100), get_backend("cpu"), route="tiled")
     'tiled'
     >>> [fill_route((50000, 50000), get_backend("cpu"), available=a, forest=f)
     ...  for a, f in ((2**50, False), (2**50, True), (2**30, False))]
     ['in-core', 'tiled', 'tiled']
     """
-    if in_core is not True and in_core is not False and in_core != "auto":
-        raise InputError(f"fill: in_core {in_core!r} is not True, False or 'auto'")
-    if in_core != "auto":
-        return "in-core" if in_core else "tiled"
+    if asked_route(route) != "auto":
+        return route
     cells = int(shape[0]) * int(shape[1])
     if backend.is_gpu:
         from terrain.hydrology import fill_fits_on_device
@@ -375,10 +373,10 @@ def write_hierarchy(out_path, table):
 
 
 def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=None,
-                 backend=None, partial=None, in_core="auto"):
+                 backend=None, partial=None, route="auto"):
     """Write ``filled`` (the depression fill of the ``elevation`` of ``dem_path``; outlets: the
     edge and nodata, or the ``outlets_layer`` of ``out_path``) into the store ``out_path`` by
-    :func:`fill_route`'s route for ``in_core`` (``terrain flow``'s fill: the tiled route when
+    :func:`fill_route`'s route for ``route`` (``terrain flow``'s fill: the tiled route when
     the flow's was asked, whose memory is then bounded by its tiles), on the scheduler the
     caller opened (:func:`pipelines.cluster.open_scheduler`: the flow's, for both); on the
     tiled route its steps keep their results in the partial output ``partial`` when given.
@@ -390,7 +388,7 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path),
            "units": unit_of(dem["elevation"].attrs)}
-    if fill_route(shape, be, in_core) == "in-core":
+    if fill_route(shape, be, route) == "in-core":
         outlets = None if outlets_layer is None else read_layer(out_path, outlets_layer)
         return _run_in_core(dem_path, out_path, spec, geo, be.name, outlets, names=("filled",))
     if outlets_layer not in (None, "outlets"):
@@ -420,14 +418,14 @@ def _drop_forest(out_path):
 
 def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
              epsilon=False, min_depth=None, min_area=None, hierarchy=False, backend=None,
-             scheduler=None, overwrite=False, geotiff_dir=None, cog=True, in_core="auto",
+             scheduler=None, overwrite=False, geotiff_dir=None, cog=True, route="auto",
              resume=False):
     """Fill the depressions of ``input_path`` (raster or tile store) into ``output_path``.
 
     ``outlets``: a raster, tile store or points file naming the outlets (instead of the
     grid's edge and nodata). ``epsilon``, ``min_depth``, ``min_area``, ``hierarchy``: as
     :func:`terrain.hydrology.fill_depressions` (in core only: a grid that does not fit is
-    refused with them). ``in_core``: "auto", True or False (:func:`fill_route`).
+    refused with them). ``route``: "auto", "in-core" or "tiled" (:func:`fill_route`).
     ``resume``: finish the partial output that a killed run with the same input and
     options left, its finished steps not run again (the tiled route: its steps keep their
     results among the partial's checkpoints; the summary's ``reused_tasks`` counts them).
@@ -466,12 +464,12 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     # the steps of an interrupted run are the tiled route's (the only one that keeps them):
     # it finishes them; else the route a fresh run takes
     kept_steps = output.steps_kept()
-    if kept_steps and in_core is True:
+    if kept_steps and route == "in-core":
         raise InputError(f"{inp}: the interrupted run took the tiled route: a resumed run "
                          "finishes it there")
-    route = "tiled" if kept_steps else fill_route(shape, be, in_core, forest=bool(asked))
-    if asked and route != "in-core":
-        why = ("the tiled route was asked" if in_core is False else
+    chosen = "tiled" if kept_steps else fill_route(shape, be, route, forest=bool(asked))
+    if asked and chosen != "in-core":
+        why = ("the tiled route was asked" if route == "tiled" else
                "the interrupted run took the tiled route" if kept_steps else
                f"{shape[0]} x {shape[1]} cells do not fit in memory")
         raise InputError(f"{inp}: {why}, and the tiled fill supports connectivity and outlets "
@@ -484,12 +482,12 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     on_cluster = not cluster.runs_in_process(scheduler)
     with output.partial([inp, outlets], cluster=scheduler if on_cluster else None,
                         cluster_inputs=[inp]) as (tmp, kept):
-        partial = tmp if route == "tiled" else None
+        partial = tmp if chosen == "tiled" else None
         z = None
         if grid.from_store:
             open_group(tmp, mode="a" if resume else "w-")
             dem_path = inp
-        elif route == "in-core":
+        elif chosen == "in-core":
             from .ingest import write_elevation  # the DEM stays in memory for the fill
             z = write_elevation(grid.raster, tmp, tile)
             dem_path = tmp
@@ -500,7 +498,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             dem_path = tmp
         if cells is not None:
             write_outlets(tmp, cells, shape, tile, grid.shard_side)
-        if route == "in-core":
+        if chosen == "in-core":
             mask = None if cells is None else np.zeros(shape, np.uint8)
             if cells is not None:
                 mask[cells[:, 0], cells[:, 1]] = 1
@@ -518,7 +516,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 (summary,) = cluster.compute(graph, label="fill")
             _drop_forest(tmp)  # the intermediate forest, before the output is finished
             summary["reused_tasks"] = drop_checkpoints(tmp, kept)
-        summary["route"] = route
+        summary["route"] = chosen
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()
@@ -545,10 +543,6 @@ def _format_summary(s):
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
-#: the command line's ``--route`` as :func:`run_fill`'s ``in_core``
-IN_CORE_OF_ROUTE = {"auto": "auto", "in-core": True, "tiled": False}
-
-
 def fill_command(args):
     """``terrain fill DEM [-o OUT.zarr] [--connectivity 4|8] [--outlets FILE] ...``."""
     summary = run_fill(args.input, args.output, tile=args.tile,
@@ -557,9 +551,6 @@ def fill_command(args):
                        min_area=args.min_area, hierarchy=args.hierarchy,
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
-                       cog=not args.no_cog,
-                       in_core=IN_CORE_OF_ROUTE[args.route],
-                       resume=args.resume)
-    print(json_text({"input": str(args.input), **summary}, indent=2) if args.json
-          else _format_summary(summary))
+                       cog=not args.no_cog, route=args.route, resume=args.resume)
+    print_summary(summary, args.input, args.json, _format_summary)
     return 0

@@ -40,7 +40,7 @@ from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_
 from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, warn_degrees, write_georeference
-from terrain.io.outputs import json_text, output_beside
+from terrain.io.outputs import output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
@@ -50,7 +50,7 @@ from terrain.tiles.store import (create_layer, link_layer, read_block, read_laye
                                  shard_windows, write_block, write_layers)
 
 from . import _plan as _plans
-from ._command import CommandOutput, InputGrid, open_input
+from ._command import CommandOutput, InputGrid, asked_route, open_input, print_summary
 from ._resume import (checkpoint_at, checkpoint_folder, data_identity, drop_checkpoints,
                       run_checkpointed, run_key)
 from .ingest import ingest_into, write_elevation
@@ -85,7 +85,6 @@ GEOTIFF_LAYERS = ("filled", "direction", "accumulation")
 #: labels of the flat pass (4 x 4 + 1) + accumulation, order and in-degrees (8 + 8 + 1)
 #: + written copies
 IN_CORE_BYTES = 48
-ROUTES = ("auto", "in-core", "tiled")
 
 
 #: the output when none is named: ``dem.tif`` -> ``dem.flow.zarr``
@@ -105,9 +104,7 @@ def flow_route(shape, route="auto", memory_bytes=None, backend=None):
     ...     memory_bytes=24 << 30)
     ('in-core', 'tiled')
     """
-    if route not in ROUTES:
-        raise InputError(f"route {route!r}: expected one of {', '.join(ROUTES)}")
-    if route != "auto":
+    if asked_route(route) != "auto":
         return route
     if memory_bytes is None:
         memory_bytes = available_memory()
@@ -313,7 +310,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                         elif not filled:  # asked tiled, all of it: its RSS bounded by tiles
                             write_filled(dem_path, tmp, shape, tile, connectivity, out_layer,
                                          be.name, partial=tmp,
-                                         in_core=False if route == "tiled" else "auto")
+                                         route="tiled" if route == "tiled" else "auto")
                         wall["fill"] = time.perf_counter() - t0
                         stats = _tiled(tmp, spec, shard, out_layer, w_path, wall, filled and inp)
                     reused = drop_checkpoints(tmp, kept)
@@ -542,6 +539,5 @@ def flow_command(args):
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
                        cog=not args.no_cog, route=args.route, resume=args.resume)
-    print(json_text({"input": str(args.input), **summary}, indent=2) if args.json
-          else _format_summary(summary))
+    print_summary(summary, args.input, args.json, _format_summary)
     return 0

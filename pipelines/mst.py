@@ -29,7 +29,7 @@ from terrain.grid.mst import MSTSpec, finish_stats, mst_walks, super_tile_side
 from terrain.grid.mst_device import fits_in_core
 from terrain.io import AsciiGrid
 from terrain.io.georef import check_weight_units, write_georeference
-from terrain.io.outputs import json_text, output_beside, staged_path
+from terrain.io.outputs import output_beside, staged_path
 from terrain.io.remote import check_local_outputs, command_paths, input_fingerprints, is_remote
 from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store, open_store
@@ -38,7 +38,7 @@ from terrain.tiles.store import (create_layer, read_block, result_compressors, s
                                  tiles_per_shard, write_block)
 
 from . import _plan as _plans
-from ._command import CommandOutput, open_input
+from ._command import CommandOutput, open_input, print_summary
 from .cluster import cluster_active
 from ._resume import data_identity, drop_checkpoints, run_key, steps_kept
 from .mst_input import (IO_THREADS, GridRejected, HeldGrid, device_text_fits, held_get,
@@ -612,10 +612,7 @@ def mst_command(args):
                       overwrite=args.overwrite, geotiff=args.geotiff,
                       resume=getattr(args, "resume", False),
                       cog=not getattr(args, "no_cog", False))
-    if args.json:
-        print(json_text({"input": str(args.input), **summary}, indent=2))
-    else:
-        print(_format_summary(summary))
+    print_summary(summary, args.input, args.json, _format_summary)
     return 0
 
 

@@ -18,11 +18,12 @@ import numpy as np
 from terrain.errors import InputError, naming
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.georef import warn_degrees
-from terrain.io.outputs import check_outputs, json_text
+from terrain.io.outputs import check_outputs
 from terrain.io.points import cell_centre, path_format, write_paths
 from terrain.io.remote import output_at
 from terrain.io.zarr_meta import codec, open_group
 
+from ._command import print_summary
 from .flow import read_flow_store
 
 __all__ = ["run_watershed", "run_streams", "watershed_command", "streams_command"]
@@ -148,28 +149,29 @@ def run_streams(flow_path, output, threshold, overwrite=False):
             "max_order": max((p["order"] for p in props), default=0), "coordinates": note}
 
 
+def _watershed_lines(s):
+    return "\n".join([f"watershed {s['output']}"] + [
+        f"  label {o['label']}: outlet cell ({o['row']}, {o['col']}), {o['cells']} cells, "
+        f"area {o['area']:.10g}" for o in s["outlets"]])
+
+
+def _streams_line(s):
+    return (f"streams   {s['output']}: {s['links']} links, Strahler order up to "
+            f"{s['max_order']} (accumulation >= {s['threshold']:g}); coordinates: "
+            f"{s['coordinates']}")
+
+
 def watershed_command(args):
     """``terrain watershed FLOW --outlet X,Y [--outlet-cell ROW,COL] [--outlets FILE]
     [--snap D] -o OUT``."""
     s = run_watershed(args.flow, args.output, args.outlet or (), args.outlets, args.snap,
                       args.overwrite, args.outlet_cell or ())
-    if args.json:
-        print(json_text({"input": str(args.flow), **s}, indent=2))
-    else:
-        print(f"watershed {s['output']}")
-        for o in s["outlets"]:
-            print(f"  label {o['label']}: outlet cell ({o['row']}, {o['col']}), "
-                  f"{o['cells']} cells, area {o['area']:.10g}")
+    print_summary(s, args.flow, args.json, _watershed_lines)
     return 0
 
 
 def streams_command(args):
     """``terrain streams FLOW --threshold N -o streams.geojson|.gpkg``."""
     s = run_streams(args.flow, args.output, args.threshold, args.overwrite)
-    if args.json:
-        print(json_text({"input": str(args.flow), **s}, indent=2))
-    else:
-        print(f"streams   {s['output']}: {s['links']} links, Strahler order up to "
-              f"{s['max_order']} (accumulation >= {s['threshold']:g}); coordinates: "
-              f"{s['coordinates']}")
+    print_summary(s, args.flow, args.json, _streams_line)
     return 0

@@ -52,9 +52,9 @@ def test_tiled_graph_equals_in_core(tmp_path, small_shards, conn, seed):
     asc, z = _asc(tmp_path, z)
     r = fill_depressions(z, conn, backend="cpu")
     a = run_fill(asc, tmp_path / "a.zarr", tile=4, connectivity=conn, backend="cpu",
-                 in_core=True)
+                 route="in-core")
     b = run_fill(asc, tmp_path / "b.zarr", tile=4, connectivity=conn, backend="cpu",
-                 scheduler="threads", in_core=False)
+                 scheduler="threads", route="tiled")
     assert (a["path"], b["path"]) == ("in-core", "tiled")
     _assert_store_is(tmp_path / "a.zarr", r)
     _assert_store_is(tmp_path / "b.zarr", r)
@@ -69,14 +69,14 @@ def test_store_input_tiled(tmp_path, small_shards):
     asc, z = _asc(tmp_path, z)
     from pipelines.ingest import ingest
     ingest(asc, tmp_path / "dem.zarr", tile=4, scheduler="synchronous")
-    run_fill(tmp_path / "dem.zarr", tmp_path / "f.zarr", backend="cpu", in_core=False,
+    run_fill(tmp_path / "dem.zarr", tmp_path / "f.zarr", backend="cpu", route="tiled",
              scheduler="synchronous")
     _assert_store_is(tmp_path / "f.zarr", fill_depressions(z, 8, backend="cpu"))
     assert "elevation" not in zarr.open_group(str(tmp_path / "f.zarr"), mode="r")
 
 
-@pytest.mark.parametrize("in_core", [True, False])
-def test_outlet_points(tmp_path, small_shards, in_core):
+@pytest.mark.parametrize("route", ["in-core", "tiled"])
+def test_outlet_points(tmp_path, small_shards, route):
     z = _dem(4, (30, 30))
     asc, z = _asc(tmp_path, z)
     from grids import CS, XLL, YLL
@@ -84,7 +84,7 @@ def test_outlet_points(tmp_path, small_shards, in_core):
     pts = tmp_path / "out.csv"
     pts.write_text("x,y\n" + "".join(f"{XLL + (c + 0.5) * CS},{YLL + (30 - r - 0.5) * CS}\n"
                                      for r, c in cells))
-    run_fill(asc, tmp_path / "f.zarr", tile=4, outlets=pts, backend="cpu", in_core=in_core,
+    run_fill(asc, tmp_path / "f.zarr", tile=4, outlets=pts, backend="cpu", route=route,
              scheduler="synchronous")
     out = np.zeros(z.shape, np.uint8)
     for r, c in cells:
@@ -193,7 +193,7 @@ def test_options_refused_out_of_core(tmp_path):
     asc, z = _asc(tmp_path, _dem(8, (10, 10)))
     with pytest.raises(InputError, match="tiled route was asked.*: epsilon, min_depth need "
                                          "the in-core route") as e:
-        run_fill(asc, tmp_path / "f.zarr", epsilon=True, min_depth=1, in_core=False)
+        run_fill(asc, tmp_path / "f.zarr", epsilon=True, min_depth=1, route="tiled")
     assert "supports connectivity and outlets only" in str(e.value) and "--" not in str(e.value)
     assert set(e.value.option) == {"connectivity", "outlets", "epsilon", "min_depth"}
 
@@ -278,8 +278,8 @@ def test_batch_fill_takes_the_fill_options(tmp_path, capsys):
     assert rc == 2 and "--min-area is an option of batch fill" in se, se
 
 
-@pytest.mark.parametrize("in_core", [True, False])
-def test_write_filled_for_another_pipeline(tmp_path, small_shards, monkeypatch, in_core):
+@pytest.mark.parametrize("route", ["in-core", "tiled"])
+def test_write_filled_for_another_pipeline(tmp_path, small_shards, route):
     """pipelines.fill.write_filled: only ``filled``, into a store another pipeline made
     (``terrain flow``'s fill), by either route."""
     import pipelines.fill as pf
@@ -288,13 +288,10 @@ def test_write_filled_for_another_pipeline(tmp_path, small_shards, monkeypatch, 
     z = _dem(11, (40, 44))
     asc, z = _asc(tmp_path, z)
     ingest(asc, tmp_path / "dem.zarr", tile=4, scheduler="synchronous")
-    monkeypatch.setattr(pf, "fill_route", lambda shape, be, in_core="auto":
-                        "in-core" if in_core_ else "tiled")
-    in_core_ = in_core
     out = tmp_path / "out.zarr"
     zarr.open_group(str(out), mode="w")
     with open_scheduler("synchronous"):
-        pf.write_filled(tmp_path / "dem.zarr", out, z.shape, 4, 4)
+        pf.write_filled(tmp_path / "dem.zarr", out, z.shape, 4, 4, route=route)
     g = zarr.open_group(str(out), mode="r")
     np.testing.assert_array_equal(g["filled"][:], fill_depressions(z, 4, backend="cpu").filled)
     assert "depth" not in g and "depression" not in g and "mst" not in g
@@ -317,7 +314,7 @@ def test_outlet_points_in_lon_lat_are_reprojected_into_the_dem_crs(tmp_path):
     (tmp_path / "o.geojson").write_text(json.dumps(
         {"type": "MultiPoint", "coordinates": [list(p) for p in pts]}))
     run_fill(tmp_path / "dem.tif", tmp_path / "f.zarr", tile=4, outlets=tmp_path / "o.geojson",
-             backend="cpu", in_core=True, scheduler="synchronous")
+             backend="cpu", route="in-core", scheduler="synchronous")
     out = np.zeros(z.shape, np.uint8)
     for r, c in cells:
         out[r, c] = 1
@@ -334,7 +331,7 @@ def test_a_killed_tiled_fill_resumes_to_the_same_store(tmp_path):
     import sys
 
     asc, _ = _asc(tmp_path, _dem(6, (40, 44), integer=True))  # 9 groups, 57 lakes
-    args = dict(tile=4, backend="cpu", scheduler="synchronous", in_core=False)
+    args = dict(tile=4, backend="cpu", scheduler="synchronous", route="tiled")
     code = f"""
 import os
 import terrain.tiles.store as store_mod
@@ -363,8 +360,8 @@ fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
     try:
         # its steps are the tiled route's: in core, or an option of in core alone, refused
         # with the partial kept
-        for asked, said in ((dict(in_core=True), "took the tiled route: a resumed run"),
-                            (dict(epsilon=True, in_core="auto"),
+        for asked, said in ((dict(route="in-core"), "took the tiled route: a resumed run"),
+                            (dict(epsilon=True, route="auto"),
                              "took the tiled route, and the tiled fill")):
             with pytest.raises(InputError, match=said):
                 run_fill(asc, tmp_path / "f.zarr", resume=True, **{**args, **asked})
@@ -393,7 +390,7 @@ def test_a_damaged_checkpoint_is_run_again_with_every_later_step(tmp_path, damag
     rewrites its shards, so the later steps must too (kept, they were skipped: the store
     mixed both, a fill above its spill levels with exit 0, or a crash in the C steps)."""
     asc, _ = _asc(tmp_path, _dem(6, (40, 44), integer=True))
-    args = dict(tile=4, backend="cpu", scheduler="synchronous", in_core=False)
+    args = dict(tile=4, backend="cpu", scheduler="synchronous", route="tiled")
     # killed after the fill's first step, the forest's steps kept
     run_killed(["fill", asc, "-o", tmp_path / "f.zarr", "--tile", "4", "--backend", "cpu",
                 "--scheduler", "synchronous", "--route", "tiled"], "terrain.hydrology.fill",
