@@ -129,7 +129,9 @@ def _read_points(path, crs):
     if path.suffix.lower() in VECTOR_SUFFIXES:
         points, src_crs = _ogr_points(path)
     else:
-        text = path.read_text(errors="replace")
+        # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is no part of the first name
+        # or of the JSON, as GDAL reads them
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
         if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
             points, src_crs = _geojson_points(path, text)
         else:

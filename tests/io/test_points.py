@@ -99,6 +99,28 @@ def test_csv_lon_lat_columns_are_wgs84_reprojected_into_the_raster_crs(tmp_path)
 
 
 
+def test_a_byte_order_mark_is_read_past_as_gdal_does(tmp_path):
+    """Excel's "CSV UTF-8" starts with a byte order mark: it was part of the first name, so
+    ``lat,lon`` read as x,y columns in the raster's CRS (and a GeoJSON file was not JSON).
+    The oracle is GDAL's reading of the same files (pyogrio)."""
+    import struct
+
+    import pyogrio.raw
+    csv_path = tmp_path / "bom.csv"
+    csv_path.write_bytes(b"\xef\xbb\xbflat,lon\n35.19,-78.75\n35.2,-78.7\n")
+    meta, _, _, fields = pyogrio.raw.read(csv_path)
+    gdal = dict(zip(meta["fields"], fields))
+    want = [_to_utm(float(lon), float(lat)) for lat, lon in zip(gdal["lat"], gdal["lon"])]
+    got = read_points(csv_path, crs=UTM17)
+    assert [v for p in got for v in p] == pytest.approx([v for p in want for v in p], abs=1e-6)
+    json_path = tmp_path / "bom.geojson"
+    json_path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {}, "geometry": {"type": "Point", "coordinates": p}}
+        for p in ([-78.75, 35.19], [-78.7, 35.2])]}).encode())
+    points = pyogrio.raw.read(json_path, force_2d=True)[2]  # WKB Points: x, y after 5 bytes
+    assert read_points(json_path) == [struct.unpack_from("<2d", bytes(g), 5) for g in points]
+
+
 @pytest.mark.parametrize("text", ["502005 4001505\n", "502005;4001505\n"])
 def test_a_first_line_of_one_column_is_a_bad_point_not_a_header(tmp_path, text):
     """Two names make a header; a line of one field (spaces or semicolons between the
