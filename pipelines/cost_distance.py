@@ -104,7 +104,8 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
     out = []
     for p in points:
         x, y = parse_pair(p, what) if isinstance(p, str) else p
-        out.append(map_to_cell(x, y, geotransform, shape, what=f"{label}{what}"))
+        out.append(map_to_cell(x, y, geotransform, shape, what=f"{label}{what}",
+                               raster_crs=crs is not None))
     for c in cells:
         r, k = parse_pair(c, f"{what} cell", int) if isinstance(c, str) else c
         try:
@@ -746,7 +747,7 @@ def path_command(args):
         if not points and not cells:
             raise InputError(f"{store}: no path ends given")
         targets, _ = resolve_sources(gt, shape, points, cells, label=f"{store}: ",
-                                     what="target")
+                                     crs=crs, what="target")
         paths = trace_paths(store, targets)
         lines = [[cell_centre(r, c, gt) for r, c in p["cells"]] for p in paths]
         ends = [*points, *(f"cell {c}" for c in cells)]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import gdal_lines, run_cli
+from cli import gdal_lines, run_cli, run_main
 from oracles import DR, DC, csr_graph, oracle_cost, oracle_distance
 from grids import CS, XLL, YLL, random_dem, write_asc
 
@@ -368,6 +368,30 @@ def test_path_bad_input(dem, tmp_path):
                         scheduler=None)
     assert rc == 2 and "p.shp: paths are written as GeoJSON (.geojson), GeoPackage" in se, se
 
+
+
+
+def test_lon_lat_given_to_a_raster_without_a_crs_is_not_told_to_be_reprojected(dem, tmp_path,
+                                                                               capsys):
+    """``--source``, ``--stop`` and ``path --to`` that look like longitude/latitude, on a
+    DEM GDAL reads without a CRS: the hint offered files whose points are reprojected, which
+    a raster without a CRS cannot take (a sources file says so already)."""
+    import rasterio
+    z, path = dem
+    with rasterio.open(path) as ds:
+        assert ds.crs is None
+    lon_lat = "-79.6888,35.2927"
+    out = tmp_path / "c.zarr"
+    no_crs = ("(it looks like longitude/latitude, and the raster has no CRS to reproject it "
+              "into: give points in the raster's own coordinates)\n")
+    for args in (["--source", lon_lat], ["--source-cell", "3,4", "--stop", lon_lat]):
+        rc, _, se = run_main(capsys, "cost-distance", path, *args, "-o", out)
+        assert rc == 2 and se.endswith(no_crs), se
+    rc, _, se = run_main(capsys, "cost-distance", path, "--source-cell", "3,4", "-o", out)
+    assert rc == 0, se
+    rc, _, se = run_main(capsys, "path", out, "--to", lon_lat, "-o", tmp_path / "p.gpkg",
+                         scheduler=None)
+    assert rc == 2 and se.endswith(no_crs), se
 
 
 
