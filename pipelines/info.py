@@ -42,8 +42,10 @@ def _layers(group):
         a = dict(arr.attrs)
         out.append({"name": name, "dtype": str(arr.dtype), "shape": list(arr.shape),
                     "chunks": list(arr.chunks),
+                    # a layer without a unit (a friction, a distance in friction units)
+                    # has its long_name
                     "meaning": a.get("bits") or a.get("meaning") or a.get("units")
-                    if name not in _MEANINGS else _MEANINGS[name]})
+                    or a.get("long_name") if name not in _MEANINGS else _MEANINGS[name]})
     return out
 
 

@@ -92,6 +92,11 @@ def test_info_and_verify_on_a_cost_store(cost_out, capsys):
     assert rc == 0, err
     assert "crs       EPSG:32617" in text and "layer     distance: float64" in text
     assert "result    cost_distance: 2 source(s)" in text and "backlink: uint8" in text
+    # a distance without a unit (this DEM's band names none) is named by its long_name, as
+    # the store holds it (info printed "None")
+    g = zarr.open_group(str(out), mode="r")
+    assert "units" not in g["distance"].attrs
+    assert f"layer     distance: float64, {g['distance'].attrs['long_name']}\n" in text, text
     rc, text, err = run_main(capsys, "verify", out, "--json", scheduler=None)
     assert rc == 0, err + text
     v = json.loads(text)
