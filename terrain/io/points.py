@@ -495,13 +495,11 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
     from .georef import _crs
     s = _crs(crs, what)
     lon_lat = s == _crs(WGS84, what)
-    if not lon_lat:
-        from rasterio.warp import transform
     features = []
     for pts, props in zip(lines, properties):
         pts = list(pts)
         if not lon_lat:
-            pts = list(zip(*transform(s, WGS84, [p[0] for p in pts], [p[1] for p in pts])))
+            pts = _to_lon_lat(pts, s, crs, name or target)
         coords = [[float(x), float(y)] for x, y in pts]
         if len(coords) == 1:
             coords = coords * 2  # a LineString needs two positions
@@ -509,6 +507,25 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
                          "geometry": {"type": "LineString", "coordinates": coords},
                          "properties": props})
     Path(target).write_text(json_text({"type": "FeatureCollection", "features": features}))
+
+
+def _to_lon_lat(points, src, crs, shown):
+    """``points`` from the CRS ``src`` (``crs``, as the store holds it) into WGS 84;
+    :class:`InputError` naming ``shown`` where PROJ has no way there (a local, engineering
+    CRS has no longitude/latitude)."""
+    from rasterio.warp import transform
+
+    from .georef import crs_label
+    try:
+        out = list(zip(*transform(src, WGS84, [p[0] for p in points], [p[1] for p in points])))
+    except Exception:  # noqa: BLE001 - PROJ found no operation (rasterio's CPLE_* errors)
+        out = None
+    if out is None or not all(math.isfinite(v) for p in out for v in p):
+        raise InputError(f"{shown}: GeoJSON positions are longitude/latitude (RFC 7946), and "
+                         f"the CRS {crs_label(crs)} cannot be reprojected to them: write a "
+                         "GeoPackage (.gpkg) or FlatGeobuf (.fgb), which keep the CRS and its "
+                         "coordinates")
+    return out
 
 
 @contextlib.contextmanager

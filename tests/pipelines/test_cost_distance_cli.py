@@ -395,6 +395,39 @@ def test_lon_lat_given_to_a_raster_without_a_crs_is_not_told_to_be_reprojected(d
 
 
 
+def test_paths_in_a_local_crs_are_refused_as_geojson_and_kept_in_a_geopackage(tmp_path, capsys):
+    """A DEM in a local (engineering) CRS, which has no longitude/latitude: ``path -o
+    p.geojson`` was a traceback from PROJ; now one line, nothing written, and a GeoPackage
+    keeps that CRS (pyproj, the oracle, finds no way to WGS 84 either)."""
+    import rasterio
+    from pyproj import CRS, Transformer
+    from pyproj.exceptions import ProjError
+    local = CRS.from_wkt('LOCAL_CS["site grid",UNIT["metre",1],AXIS["Easting",EAST],'
+                         'AXIS["Northing",NORTH]]')
+    with pytest.raises(ProjError):
+        Transformer.from_crs(local, "EPSG:4326", always_xy=True)
+    transform = rasterio.Affine(30.0, 0.0, 1000.0, 0.0, -20.0, 2000.0)
+    dem = tmp_path / "site.tif"
+    with rasterio.open(dem, "w", driver="GTiff", width=6, height=5, count=1, dtype="float32",
+                       crs=local.to_wkt(), transform=transform) as ds:
+        ds.write(np.arange(30, dtype=np.float32).reshape(5, 6), 1)
+    out = tmp_path / "site.cost.zarr"
+    rc, _, se = run_main(capsys, "cost-distance", dem, "--source-cell", "0,0", "-o", out)
+    assert rc == 0, se
+    rc, _, se = run_main(capsys, "path", out, "--to-cell", "4,5", "-o", tmp_path / "p.geojson",
+                         scheduler=None)
+    assert rc == 2 and se.startswith("terrain: ") and len(se.splitlines()) == 1, se
+    assert "cannot be reprojected" in se and "GeoPackage (.gpkg)" in se, se
+    assert not (tmp_path / "p.geojson").exists()
+    rc, _, se = run_main(capsys, "path", out, "--to-cell", "4,5", "-o", tmp_path / "p.gpkg",
+                         scheduler=None)
+    assert rc == 0, se
+    lines, _, crs = gdal_lines(tmp_path / "p.gpkg")
+    assert CRS.from_user_input(crs) == local
+    assert tuple(lines[0][-1]) == transform @ (5.5, 4.5)  # the target's cell centre
+
+
+
 def test_a_friction_raster_means_friction(dem, tmp_path, capsys):
     """``--friction`` without ``--cost``: the friction model (absdiff ignored the raster)."""
     from cli import run_main
