@@ -674,7 +674,8 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         if gt is None:
             raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
                              "(give (row, col) cells instead)")
-        cells += [map_to_cell(*_pair(p, geo.where), gt, z.shape, what=f"{geo.where}: source")
+        cells += [map_to_cell(*_pair(p, geo.where), gt, z.shape, what=f"{geo.where}: source",
+                              raster_crs=geo.crs is not None)
                   for p in points]
     if not cells:
         raise InputError(f"{geo.where}: no sources given")

@@ -153,6 +153,22 @@ def test_cost_distance_on_every_input_kind(tmp_path):
         terrain.cost_distance(z, [(20, 20)], cost="friction", friction=fr[:5], backend="cpu")
 
 
+def test_lon_lat_points_on_a_dem_without_a_crs_are_not_told_to_be_reprojected(tmp_path):
+    """A DEM GDAL reads without a CRS has none to reproject points into: the hint for points
+    that look like longitude/latitude said to give them as files "whose points are
+    reprojected", as the command line's did."""
+    z = np.arange(12, dtype=np.float32).reshape(3, 4)
+    path = tmp_path / "dem.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=3, width=4, count=1, dtype="float32",
+                       transform=rasterio.Affine(10.0, 0, 1000.0, 0, -10.0, 2030.0)) as dst:
+        dst.write(z, 1)
+    with rasterio.open(path) as ds:
+        assert ds.crs is None
+    with pytest.raises(InputError, match=r"outside the raster .* the raster has no CRS to "
+                                         r"reproject it into"):
+        terrain.cost_distance(path, points=[(-79.7, 35.3)], backend="cpu")
+
+
 def test_sssp_on_matrices_and_networkx_graphs():
     """terrain.sssp: a SciPy matrix gives arrays by row number (scipy's dijkstra as the
     oracle); a NetworkX graph gives dicts keyed by its nodes (NetworkX's Dijkstra)."""
