@@ -577,7 +577,7 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (7, (0, 3), [0, 1, 2, 3], 5, [1])
     """
-    from .shortest_paths import ShortestPaths
+    from .shortest_paths import INT_INF, ShortestPaths
     g = as_graph(graph, directed=False)
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
@@ -585,7 +585,8 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     n = lcc.n
     is_float = lcc.weights is not None and lcc.weights.dtype.kind == "f"
     dtype = np.float64 if is_float else np.int64
-    big = np.inf if is_float else np.iinfo(np.int64).max // 4
+    # integer distances stay below 2**62 (the searches refuse weights that could pass it)
+    big = np.inf if is_float else INT_INF
     lower = np.zeros(n, dtype)
     upper = np.full(n, big, dtype)
     cand = np.ones(n, bool)

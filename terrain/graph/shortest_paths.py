@@ -94,12 +94,15 @@ def _sum_weights(graph):
     if low < 0:
         raise InputError(f"{graph.name}: negative edge weight {low} (shortest paths need "
                          "weights >= 0)")
-    # a shortest path is simple: at most n - 1 arcs, each at most once, so below both
-    # bounds (the float sum's error, about 1e-16 of it an arc, is far inside the margin)
+    # a shortest path is simple: at most n - 1 arcs, each edge at most once, so below both
+    # bounds; an undirected graph holds every edge as two arcs, so its edges weigh half its
+    # arcs (the float sum's error, about 1e-16 of it an arc, is inside the 1e-9 margin)
     if w.dtype.kind == "i" and high * max(graph.n - 1, 1) >= int(INT_INF) and \
-            float(np.sum(w, dtype=np.float64)) >= 0.5 * float(INT_INF):
-        raise InputError(f"{graph.name}: edge weights up to {high}, {int(w.sum(dtype=object))} "
-                         "in all, could overflow exact int64 path sums (at most 2**62)")
+            float(np.sum(w, dtype=np.float64)) / (1 if graph.directed else 2) \
+            >= (1 - 1e-9) * float(INT_INF):
+        total = int(w.sum(dtype=object)) // (1 if graph.directed else 2)
+        raise InputError(f"{graph.name}: edge weights up to {high}, {total} in all, could "
+                         "overflow exact int64 path sums (at most 2**62)")
     if w.dtype.kind == "f" and high * max(graph.n - 1, 1) > FLOAT_MAX:
         with np.errstate(over="ignore"):  # an infinite weight is an arc never taken
             total = float(np.sum(w[np.isfinite(w)]))
@@ -228,7 +231,9 @@ class ShortestPaths:
             delta = self.default_delta() if delta is None else delta
             if not delta > 0:
                 raise InputError(f"delta must be > 0, got {delta}")
-            delta = float(delta) if self.is_float else int(np.ceil(delta))
+            # an integer bucket as wide as every distance (< 2**62) is one bucket: wider
+            # ones would overflow the int64 thresholds (thr + delta)
+            delta = float(delta) if self.is_float else min(int(np.ceil(delta)), int(INT_INF))
         else:
             delta = None
         dist, pred, iterations, extra = self.ops.run(src, algorithm, delta, predecessors)

@@ -245,8 +245,37 @@ def test_one_huge_weight_on_a_long_path_is_summed_exactly():
     for u, v in G.edges:
         G[u][v]["weight"] = 10 ** 17
     with pytest.raises(InputError, match=r"edge weights up to 100000000000000000, "
-                                         r"20200000000000000000 in all, could overflow"):
+                                         r"10100000000000000000 in all, could overflow"):
         sssp(G, 0, backend="cpu")
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("algorithm", ALGS)
+def test_edges_summing_below_two_to_the_62_are_summed_exactly(directed, algorithm):
+    """The edges of a 7-vertex path weigh 9e17 + 5 x 3e17 = 2.4e18 in all, below 2**62
+    (4.6e18), while max weight x (n - 1) = 5.4e18 passes it: every simple path stays below
+    2**62, so the searches run, exactly (NetworkX's Python integers as the oracle), whatever
+    the direction (an undirected graph stores each edge as two arcs) and the algorithm
+    (delta's default bucket, 128 mean weights, is itself past int64)."""
+    G = (nx.DiGraph if directed else nx.Graph)()
+    nx.add_path(G, range(7))
+    for u, v in G.edges:
+        G[u][v]["weight"] = 9 * 10 ** 17 if u == 0 else 3 * 10 ** 17
+    want = nx.single_source_dijkstra_path_length(G, 0)
+    r = sssp(G, 0, algorithm=algorithm, backend="cpu")
+    assert r.dist.dtype == np.int64 and r.dist.tolist() == [want[v] for v in range(7)]
+
+
+@pytest.mark.parametrize("delta", [None, 10 ** 19, 1e30])
+def test_a_bucket_wider_than_int64_gives_the_same_answer(delta):
+    """A path of edges of 1e17: the default bucket (128 mean weights over the average
+    degree, 9.6e18) and a given one of 1e19 or 1e30 are past int64; any bucket wider than
+    every distance is one bucket, the same answer as NetworkX's."""
+    G = nx.path_graph(3)
+    nx.set_edge_attributes(G, 10 ** 17, "weight")
+    want = nx.single_source_dijkstra_path_length(G, 0)
+    r = sssp(G, 0, algorithm="delta", delta=delta, backend="cpu")
+    assert r.dist.tolist() == [want[v] for v in range(3)]
 
 
 def test_float_weights_whose_sums_overflow_are_refused():

@@ -46,6 +46,20 @@ def test_matches_networkx(kind):
         assert alone.diameter == r.diameter and alone.bfs_count <= H.number_of_nodes()
 
 
+def test_eccentricities_past_two_to_the_61_are_exact():
+    """A path whose edges weigh 9e17 + 5 x 3e17 = 2.4e18 (below 2**62, the searches' bound):
+    eccentricities pass 2**61, where the bounds once started, and the diameter, radius,
+    center and periphery still equal NetworkX's (Python integers)."""
+    G = nx.path_graph(7)
+    for u, v in G.edges:
+        G[u][v]["weight"] = 9 * 10 ** 17 if u == 0 else 3 * 10 ** 17
+    r = weighted_diameter(G, extremes=True, backend="cpu")
+    assert (r.diameter, r.radius) == (nx.diameter(G, weight="weight"),
+                                      nx.radius(G, weight="weight"))
+    assert r.center == sorted(nx.center(G, weight="weight"))
+    assert r.periphery == sorted(nx.periphery(G, weight="weight"))
+
+
 def test_bounding_saves_searches_on_a_grid():
     rng = np.random.default_rng(3)
     G = nx.grid_2d_graph(30, 30)
