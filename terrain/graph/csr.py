@@ -218,6 +218,10 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
         w = np.ascontiguousarray(weights)
         if w.shape != u.shape:
             raise ValueError(f"build_csr: weights must have the shape of u, got {w.shape}")
+        if w.dtype == np.uint64 and w.size and w.max() > np.iinfo(np.int64).max:
+            # widened to int64 they would wrap round to negative weights
+            raise InputError(f"{name}: edge weight {int(w.max())} is beyond int64 (at most "
+                             f"{np.iinfo(np.int64).max}); give such weights as reals")
         w = w.astype(weight_dtype(w.dtype), copy=False)
     directed = bool(directed)
     if u.dtype != np.int64 or v.dtype != np.int64:

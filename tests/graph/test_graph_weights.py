@@ -200,6 +200,25 @@ def test_networkx_weight_attribute_and_lcc_carry_weights():
     assert _weighted_edges(as_graph(D).undirected()) == {(1, 2): 3, (2, 1): 3}
 
 
+def test_unsigned_weights_widen_to_int64_or_are_refused_beyond_it():
+    """uint64 weights widen to int64 while they fit (the MST total equals NetworkX's on the
+    same weights as Python integers); one beyond int64 would wrap round to a negative
+    weight, so it is refused, naming the graph."""
+    from terrain.graph import minimum_spanning_forest
+    rows, cols = np.array([0, 1, 0]), np.array([1, 2, 2])
+    fits = np.array([2 ** 62, 3, 2 ** 62 + 1], np.uint64)
+    G = nx.Graph([(int(a), int(b), {"weight": int(x)}) for a, b, x in zip(rows, cols, fits)])
+    want = sum(x for _, _, x in nx.minimum_spanning_tree(G).edges(data="weight"))
+    r = minimum_spanning_forest(sp.coo_matrix((fits, (rows, cols)), shape=(3, 3)),
+                                backend="cpu")
+    assert r.total_weight == want
+    beyond = np.array([2 ** 63 + 5, 3, 1], np.uint64)
+    with pytest.raises(InputError, match=r"matrix: edge weight 9223372036854775813 is beyond "
+                                         r"int64"):
+        minimum_spanning_forest(sp.coo_matrix((beyond, (rows, cols)), shape=(3, 3)),
+                                backend="cpu")
+
+
 def test_build_csr_weighted_matches_scipy_min():
     rng = np.random.default_rng(6)
     n = 300
