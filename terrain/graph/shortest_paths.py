@@ -231,9 +231,10 @@ class ShortestPaths:
             delta = self.default_delta() if delta is None else delta
             if not delta > 0:
                 raise InputError(f"delta must be > 0, got {delta}")
-            # an integer bucket as wide as every distance (< 2**62) is one bucket: wider
-            # ones would overflow the int64 thresholds (thr + delta)
-            delta = float(delta) if self.is_float else min(int(np.ceil(delta)), int(INT_INF))
+            # any width gives the same answer: integer ones are kept to 2**61, so that the
+            # thresholds (below 2**62 + delta) and thr + delta stay within int64
+            delta = float(delta) if self.is_float else min(int(np.ceil(delta)),
+                                                           int(INT_INF) // 2)
         else:
             delta = None
         dist, pred, iterations, extra = self.ops.run(src, algorithm, delta, predecessors)

@@ -269,8 +269,8 @@ def test_edges_summing_below_two_to_the_62_are_summed_exactly(directed, algorith
 @pytest.mark.parametrize("delta", [None, 10 ** 19, 1e30])
 def test_a_bucket_wider_than_int64_gives_the_same_answer(delta):
     """A path of edges of 1e17: the default bucket (128 mean weights over the average
-    degree, 9.6e18) and a given one of 1e19 or 1e30 are past int64; any bucket wider than
-    every distance is one bucket, the same answer as NetworkX's."""
+    degree, 9.6e18) and a given one of 1e19 or 1e30 are past int64; any width gives the
+    same answer, NetworkX's."""
     G = nx.path_graph(3)
     nx.set_edge_attributes(G, 10 ** 17, "weight")
     want = nx.single_source_dijkstra_path_length(G, 0)
