@@ -246,8 +246,10 @@ def sssp_command(args):
           f"{'directed' if found['directed'] else 'undirected'}"
           f"{'' if found['weighted'] else ', unweighted: 1 per edge'})")
     if args.out:
-        print(f"written to {args.out} (id, distance, predecessor; unreachable: distance "
-              "-1 or inf, predecessor -1)")
+        held = ("the distance by row number; unreachable: -1 or inf"
+                if str(args.out).lower().endswith(".npy") else "id, distance, predecessor; "
+                "unreachable: distance -1 or inf, predecessor -1")
+        print(f"written to {args.out} ({held})")
     return 0
 
 

@@ -392,6 +392,22 @@ def test_cli_tables_in_file_ids_and_overwrite(tmp_path):
     assert code == 2 and "not 0..n-1" in err and not (tmp_path / "d.npy").exists()
 
 
+def test_cli_npy_is_said_to_hold_the_distances_only(tmp_path, capsys):
+    """``--out d.npy`` (ids 0..n-1) holds the distance column by row number: the summary says
+    so, as bfs's does, not 'id, distance, predecessor'; the file equals scipy's distances."""
+    from cli import run_main
+    path = tmp_path / "g.txt"
+    path.write_text("0 1 4\n1 2 1\n0 2 7\n")
+    for command in ("bfs", "sssp"):
+        code, out, err = run_main(capsys, command, path, "--source", 0, "--out",
+                                  tmp_path / f"{command}.npy", "--backend", "cpu")
+        assert code == 0, err
+        assert "(the distance by row number;" in out and "predecessor;" not in out
+    A = sp.csr_matrix(([4, 1, 7], ([0, 1, 0], [1, 2, 2])), shape=(3, 3))
+    assert np.load(tmp_path / "sssp.npy").tolist() == dijkstra(A, directed=False,
+                                                                indices=0).tolist()
+
+
 def test_cli_dimacs_is_directed_and_negative_weights_fail(tmp_path):
     from cli import run_cli
     gr = tmp_path / "g.gr"
