@@ -167,7 +167,7 @@ def plot_command(args):
     """``terrain plot STORE -o pic.png [--size WxH] [--window r0:r1,c0:c1]``."""
     from terrain.plot import render_mst
 
-    if getattr(args, "source", None):
+    if getattr(args, "source", None) is not None:  # an empty --source is refused there
         return _plot_bfs_levels(args)
     graph_only = [flag for flag, given in (
         ("--backend", getattr(args, "backend", None) not in (None, "auto")),
@@ -178,6 +178,10 @@ def plot_command(args):
                          "levels (with --source) only")
     check_input_file(args.store)
     began = input_fingerprints(_plot_inputs(args))  # before the store is opened
+    from .graph import is_graph_input
+    if is_graph_input(args.store):  # a graph file or cache
+        raise InputError(f"{args.store}: a graph: plot draws the frontier sizes of its BFS "
+                         "from the vertices given with --source S[,S...]")
     if not is_store(args.store):
         raise InputError(f"{args.store}: not a terrain store")
     group = open_group(args.store, mode="r")

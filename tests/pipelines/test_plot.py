@@ -86,6 +86,25 @@ def test_bfs_levels_picture(tmp_path, capsys):
     assert rc == 2 and "999" in err and not (tmp_path / "m.png").exists()
 
 
+def test_a_graph_without_sources_is_told_to_give_them(tmp_path, capsys):
+    """A graph file or cache without ``--source`` was refused as "not a terrain store" (or
+    listed as a store holding ids, indices, indptr); an empty ``--source`` ran as none given:
+    both say what plot draws of a graph, as bfs says of an empty ``--source``."""
+    g = tmp_path / "g.txt"
+    g.write_text("1 2\n2 3\n")
+    cache = tmp_path / "g.zarr"
+    assert run_main(capsys, "graph-ingest", g, "-o", cache, scheduler=None)[0] == 0
+    for graph in (g, cache):
+        rc, _, err = run_main(capsys, "plot", graph, "-o", tmp_path / "p.png", scheduler=None)
+        assert rc == 2 and err.strip() == (f"terrain: {graph}: a graph: plot draws the frontier "
+                                           "sizes of its BFS from the vertices given with "
+                                           "--source S[,S...]")
+        rc, _, err = run_main(capsys, "plot", graph, "--source", "", "-o", tmp_path / "p.png",
+                              scheduler=None)
+        assert rc == 2 and err.strip() == "terrain: --source: no vertex given"
+    assert not (tmp_path / "p.png").exists()
+
+
 def test_cost_distance_picture_with_contours_and_paths(tmp_path, capsys):
     """plot COSTSTORE: the distance map over the hillshade, contours, the least-cost paths of
     ``terrain path`` drawn (blue pixels along them); a store without the DEM points to it."""
