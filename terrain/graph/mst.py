@@ -277,12 +277,26 @@ def _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr=None):
     return eu, xp.flatnonzero(in_forest[:m]), worklist, threshold, in_forest[:m]
 
 
+def _int_sums(weights):
+    """The high and low 32 bits of integer weights (NumPy or CuPy) summed apart: neither sum
+    can overflow int64 below 2**31 edges, where one int64 sum wraps round (a thousand
+    weights of -1e17); :func:`_int_total` joins them."""
+    w = weights.astype(np.int64, copy=False)
+    return (w >> 32).sum(dtype=np.int64), (w & 0xFFFFFFFF).sum(dtype=np.int64)
+
+
+def _int_total(sums):
+    """The exact total of :func:`_int_sums` as a Python int."""
+    return (int(sums[0]) << 32) + int(sums[1])
+
+
 def _total(weights, count):
-    """The forest's total: int64 sum, ``math.fsum`` of floats, the edge count unweighted."""
+    """The forest's total: the exact integer sum, ``math.fsum`` of floats, the edge count
+    unweighted."""
     if weights is None:
         return int(count)
     if weights.dtype.kind in "iu":
-        return int(weights.sum(dtype=np.int64))
+        return _int_total(_int_sums(weights))
     host = weights if isinstance(weights, np.ndarray) else weights.get()
     try:
         return math.fsum(host.astype(np.float64).tolist())
@@ -369,8 +383,7 @@ def _forest_gpu(g, b):
     w_e = cp.empty(m, csr[2].dtype) if weighted else cp.zeros(1, np.int32)
     eu, chosen, worklist, threshold, _ = _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr)
     del count, csr
-    int_total = w_e[chosen].sum(dtype=np.int64) if weighted and w_e.dtype.kind in "iu" \
-        else None
+    int_sums = _int_sums(w_e[chosen]) if weighted and w_e.dtype.kind in "iu" else None
     ids = chosen.astype(np.int32 if m < 2**31 else np.int64, copy=False)
     forest = [ids, eu[chosen], ev[chosen]] + ([w_e[chosen]] if weighted else [])
     del eu, ev, w_e, chosen
@@ -379,7 +392,7 @@ def _forest_gpu(g, b):
     del copies
     t0 = time.perf_counter()
     host = to_host(cp, forest, pinned=True)
-    total = int(int_total) if int_total is not None else None
+    total = _int_total(int_sums) if int_sums is not None else None
     download_seconds = time.perf_counter() - t0
     device = cp.cuda.get_elapsed_time(uploaded, computed) / 1e3
     extra = {"worklist": worklist, "light_threshold": threshold, "device_seconds": device,

@@ -68,6 +68,20 @@ def test_forest_equals_kruskal_and_scipy(kind):
                 assert r.total_weight == int(total)
 
 
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_an_integer_total_beyond_int64_is_exact(backend):
+    """Weights of -1e17, 5 and 1e17 on 600 edges: the forest of 199 weighs -1.6e19, beyond
+    int64, where one int64 sum wrapped round to a positive total; it equals NetworkX's sum
+    of Python integers."""
+    G = nx.gnm_random_graph(200, 600, seed=4)
+    rng = np.random.default_rng(4)
+    for a, b in G.edges:
+        G[a][b]["weight"] = int(rng.choice([-10 ** 17, 10 ** 17, 5]))
+    want = sum(w for _, _, w in nx.minimum_spanning_tree(G).edges(data="weight"))
+    assert want < -2 ** 63
+    assert minimum_spanning_forest(G, backend=backend).total_weight == want
+
+
 def test_disconnected_graph_and_networkx_ids():
     G = nx.Graph()
     G.add_weighted_edges_from([("a", "b", 3), ("b", "c", 1), ("a", "c", 2), ("x", "y", 5)])
