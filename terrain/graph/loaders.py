@@ -31,7 +31,7 @@ FORMATS = ("snap", "mtx", "dimacs", "metis")
 DEFAULT_CHUNK_BYTES = 64 << 20
 
 (_ERR_NONE, _ERR_TOKEN, _ERR_FEW, _ERR_NEG, _ERR_TAG, _ERR_BIG, _ERR_RANGE, _ERR_LINES,
- _ERR_WEIGHT, _ERR_WEIGHT_INT, _ERR_EXTRA, _ERR_INFINITE) = range(12)
+ _ERR_WEIGHT, _ERR_WEIGHT_INT, _ERR_EXTRA, _ERR_INFINITE, _ERR_WEIGHT_BIG) = range(13)
 _SP, _TAB, _CR, _LF = 32, 9, 13, 10
 _HEAD_BYTES = 1 << 16       # first read of the head; grows while the header runs past it
 _SCAN_BYTES = 1 << 16       # read size while looking for the newline that ends a chunk
@@ -275,6 +275,8 @@ _MESSAGES = {
     _ERR_EXTRA: "cannot parse {text!r}: a third column, where the file's first edge line has "
                 "none (an edge list is weighted on every line or on none)",
     _ERR_INFINITE: "weight in {text!r} is not a finite number{rule}",
+    _ERR_WEIGHT_BIG: "integer weight too large in {text!r} (integer weights are below "
+                     "10^18: 18 digits at most)",
 }
 _SNAP_RULE = " (the first edge line has one, so every edge line needs a finite number there)"
 

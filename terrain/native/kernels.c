@@ -2006,6 +2006,7 @@ int64_t terrain_label_regions(const uint8_t *cells, int value, int64_t H, int64_
 #define G_ERR_WEIGHT 8
 #define G_ERR_WEIGHT_INT 9
 #define G_ERR_EXTRA 10
+#define G_ERR_WEIGHT_BIG 12
 #define G_SP 32
 #define G_TAB 9
 #define G_CR 13
@@ -2242,7 +2243,7 @@ static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, 
     }
     /* an integer of more than 18 digits is read as a decimal (a float64 weight, rounded
        to nearest), where an integer weight is allowed to be one */
-    if (wmode == 2) return is_int ? G_ERR_WEIGHT : G_ERR_WEIGHT_INT;
+    if (wmode == 2) return is_int ? G_ERR_WEIGHT_BIG : G_ERR_WEIGHT_INT;
     w_int[k] = s;
     w_len[k] = (int32_t)(-(i - s));
     const int64_t e = exp10 - scale;
@@ -3811,7 +3812,7 @@ void terrain_metis_parse(const uint8_t *buf, int64_t end, int64_t start, int64_t
                 ++k;
             } else if (edge_weights && tok > skip_before) {
                 if (dot || nd > 18) {
-                    err = G_ERR_WEIGHT_INT;
+                    err = dot ? G_ERR_WEIGHT_INT : G_ERR_WEIGHT_BIG;
                     break;
                 }
                 out_w[k - 1] = neg ? -(int64_t)val : (int64_t)val;
