@@ -94,7 +94,8 @@ def bfs(graph, sources, *, predecessors=True, backend=None, by_id=None):
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices)
         Treated as undirected.
     sources : int or sequence
-        Internal vertex numbers; for a networkx graph (or ``by_id=True``) its nodes / ids.
+        Internal vertex numbers; for a networkx graph (or ``by_id=True``) its nodes / ids:
+        a node, or a list or array of them (a tuple is one node, as in :func:`sssp`).
     predecessors : bool
         Also compute predecessors (one more pass over the edges).
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
@@ -118,12 +119,16 @@ def bfs(graph, sources, *, predecessors=True, backend=None, by_id=None):
     if by_id is None:
         by_id = is_networkx(graph)
     g = as_graph(graph, directed=False)
-    src = np.atleast_1d(np.asarray(sources, dtype=object if by_id else None))
-    if src.size == 0:
-        raise InputError("bfs: at least one source is needed")
     if by_id:
-        src = g.index_of(src.tolist(), what="source vertex")
+        # a node may itself be a tuple: only lists and arrays are several sources (as sssp)
+        ids = list(sources) if isinstance(sources, (list, np.ndarray)) else [sources]
+        if not ids:
+            raise InputError("bfs: at least one source is needed")
+        src = g.index_of(ids, what="source vertex")
     else:
+        src = np.atleast_1d(np.asarray(sources))
+        if src.size == 0:
+            raise InputError("bfs: at least one source is needed")
         if src.dtype.kind not in "iu":
             raise InputError(f"bfs: sources must be integers, got {src.dtype}")
         bad = src[(src < 0) | (src >= g.n)]

@@ -173,3 +173,17 @@ def test_planner_routes():
     assert FrontierCore(GRAPHS["path"], "gpu").ops.route() == "batched"
     assert FrontierCore(rmat_graph(12, 16, seed=1, backend="cpu"), "gpu").ops.route() == "device"
     assert FrontierCore(_hub_graph(), "gpu").ops.route() == "device"   # sparse, but hubs
+
+
+def test_networkx_nodes_that_are_tuples():
+    """A grid's nodes are tuples: ``(2, 3)`` is one source (as sssp takes it), a list of them
+    several; they were split into their coordinates ("source vertex 2 is not in the graph",
+    an unhashable list). Distances as NetworkX's multi-source BFS gives them."""
+    G = nx.grid_2d_graph(5, 6)
+    nodes = list(G)
+    for sources in ((2, 3), [(0, 0), (4, 5)], [(1, 1)]):
+        many = sources if isinstance(sources, list) else [sources]
+        want = nx.multi_source_dijkstra_path_length(G, many)
+        r = bfs(G, sources, backend="cpu")
+        assert {nodes[v]: int(d) for v, d in enumerate(r.dist)} == want
+        assert sorted(nodes[v] for v in r.sources) == sorted(many)
