@@ -292,17 +292,24 @@ def build_parser():
     p.add_argument("-o", "--output", required=True, metavar="FILE.asc", help="the ESRI ASCII grid to write")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
 
-    p = sub.add_parser("mst", help="minimum spanning forest of the grid graph of a DEM",
+    p = sub.add_parser("mst", help="minimum spanning forest of the grid graph of a DEM, or of "
+                       "a graph file",
                        description="Exact minimum spanning forest of the grid graph of a DEM "
                        "(vertices: cells that are not nodata; edges: 4 or 8 neighbours). The "
                        "output store holds the DEM's elevation (raster input) and 'mst', a uint8 "
                        "raster: bit d of a cell set = the forest holds the edge from that cell in "
                        "direction d (bit 0 E, 1 S, 2 SE, 3 SW); each edge is stored once, at its "
                        "first cell in row-major order. The summary (total weight, edges, "
-                       "trees) is printed and kept in the store's attributes.")
-    p.add_argument("input", metavar="INPUT", help="ASCII grid, any rasterio raster, or a tile store")
+                       "trees) is printed and kept in the store's attributes. Given a graph "
+                       "(as bfs reads them), the forest of its undirected view: the edges u, v, "
+                       "weight in the file's ids, written to OUT (.csv, .parquet or .npz); the "
+                       "grid's options do not apply.")
+    p.add_argument("input", metavar="INPUT", help="ASCII grid, any rasterio raster, a tile store, "
+                   "or a graph: edge list (SNAP), Matrix Market, DIMACS .gr, METIS .graph "
+                   "(optionally .gz), or a cache written by graph-ingest")
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
-                   help="result store (default: INPUT's name with .mst.zarr)")
+                   help="result store (default: INPUT's name with .mst.zarr); for a graph, "
+                        "the edge table (default: INPUT's name with .mst.csv)")
     _add_tile(p, raster_input=True)
     p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
                    help="4: E/W/N/S neighbours; 8: also the diagonals (default 8)")

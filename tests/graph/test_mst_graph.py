@@ -300,6 +300,16 @@ def test_gpu_rmat_graph_equals_scipy_total():
     assert r.total_weight == int(minimum_spanning_tree(g.to_scipy(weighted=True)).sum())
 
 
+def test_mst_help_says_it_takes_graphs():
+    """``mst --help`` named grids only, though the command takes every graph input bfs takes
+    and writes an edge table: the help says so (and the default table's name)."""
+    code, out, _ = run_cli("mst", "--help", scheduler=None)
+    text = " ".join(out.split())
+    assert code == 0
+    assert "or a graph: edge list (SNAP), Matrix Market, DIMACS .gr, METIS .graph" in text
+    assert "for a graph, the edge table (default: INPUT's name with .mst.csv)" in text
+
+
 def test_mst_command_on_graph_files(tmp_path):
     rng = np.random.default_rng(9)
     ids = rng.choice(np.arange(10, 10**5), 40, replace=False)
