@@ -33,7 +33,7 @@ from ..grid.edges import check_connectivity
 from ..io.zarr_meta import blosc
 from ..tiles.quadtree import TiledGrid, call_now, walk_down, walk_up
 from ._flow_gpu import GpuOps
-from ._neighbours import NB_DC, NB_DR
+from ._neighbours import NB_DC, NB_DR, direction_codes
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
            "direction_pass", "direction_group", "group_totals", "forget_flat_states",
@@ -890,8 +890,9 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
     Parameters
     ----------
     direction : 2-D uint8 array
-        ESRI D8 codes (0 outlet, 255 nodata), e.g. :func:`flow_directions`'s. The result
-        comes back where it is (a CuPy array on the device).
+        ESRI D8 codes (0 outlet, 255 nodata), e.g. :func:`flow_directions`'s (another type:
+        :func:`direction_codes`, NaN nodata). The result comes back where it is (a CuPy
+        array on the device).
     weights : 2-D array, optional
         Per-cell weight (rainfall); NaN counts as 0, an infinite weight is refused.
         Default: 1 per cell.
@@ -900,10 +901,9 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
     backend : {'cpu', 'gpu', 'auto'}, optional
     """
     where = array_backend(direction)
-    d = where.xp.asarray(direction)
+    d = direction_codes(direction, where.xp)
     if d.ndim != 2:
         raise InputError(f"direction: must be 2-D, got shape {d.shape}")
-    d = where.xp.ascontiguousarray(d, np.uint8)
     w = None
     if weights is not None:
         w = where.asarray(weights, np.float64)

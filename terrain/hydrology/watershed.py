@@ -27,7 +27,7 @@ import numpy as np
 from .. import native
 from ..native import address as _p
 from ..errors import InputError, warn
-from ._neighbours import NB_DC, NB_DR
+from ._neighbours import NB_DC, NB_DR, direction_codes
 
 __all__ = ["watershed", "snap_outlets", "stream_links", "cycle_cell"]
 
@@ -72,7 +72,7 @@ def watershed(direction, outlets):
     names the labels left empty). Each cell's path is walked down once
     (``terrain_ws_basins``): the codes and 4 bytes of labels a cell.
     """
-    d = np.ascontiguousarray(direction, np.uint8)
+    d = direction_codes(direction)
     if d.ndim != 2:
         raise InputError(f"direction: must be 2-D, got shape {d.shape}")
     R, C = d.shape
@@ -173,7 +173,7 @@ def stream_links(direction, accumulation, threshold):
     if not positive:  # NaN: no cell at all, quietly; 0 or less: every cell a stream
         raise InputError(f"threshold {threshold!r} is not a positive number",
                          option="threshold")
-    d = np.ascontiguousarray(direction, np.uint8)
+    d = direction_codes(direction)
     if d.ndim != 2:
         raise InputError(f"direction: must be 2-D, got shape {d.shape}")
     R, C = d.shape

@@ -12,7 +12,7 @@ import pytest
 
 from cli import gdal_lines, run_main
 from grids import GT, dem, write_asc, write_utm_tif
-from oracles import HDC, HDR, check_cog, priority_flood
+from oracles import HDC, HDR, check_cog, priority_flood, ref_accumulation
 from terrain.hydrology import (flow_accumulation, flow_directions, stream_links, watershed)
 
 
@@ -295,6 +295,40 @@ def test_watershed_refuses_a_cycle_a_bad_code_and_a_path_off_the_grid():
         watershed(np.array([[0, 3]], np.uint8), [(0, 0)])
     with pytest.raises(InputError, match=r"cell \(0, 1\) holds no D8 code"):
         stream_links(np.array([[0, 1]], np.uint8), np.ones((1, 2)), 1)  # east off the grid
+
+
+def test_directions_as_xarray_reads_the_store_keep_their_nodata(tmp_path, capsys):
+    """``xr.open_zarr`` masks the direction layer's 255 as NaN (float32): the cast to uint8
+    made every nodata cell an outlet (label 0 for -1, accumulation 1 for NaN), and values
+    that are no code (257, 1.5) were wrapped or truncated into codes."""
+    import xarray as xr
+
+    from terrain.errors import InputError
+    z = priority_flood(dem("holes", (30, 40), 5))
+    rc, _, err = run_main(capsys, "flow", write_asc(tmp_path / "h.asc", z), "--filled",
+                          "-o", tmp_path / "h.zarr", scheduler="threads")
+    assert rc == 0, err
+    masked = xr.open_zarr(tmp_path / "h.zarr").direction
+    d = xr.open_zarr(tmp_path / "h.zarr", mask_and_scale=False).direction.values
+    assert masked.dtype.kind == "f" and np.isnan(masked.values).any() and (d == 255).any()
+    big = np.argsort(np.where(d == 255, -1, ref_accumulation(d)).ravel())[::-1]
+    outlets = [divmod(int(i), d.shape[1]) for i in big[:3]]
+    labels = watershed(masked, outlets)
+    for r in range(d.shape[0]):
+        for c in range(d.shape[1]):
+            want = -1 if d[r, c] == 255 else next(
+                (n for p in _path(d, r, c) for n, o in enumerate(outlets, 1) if p == o), 0)
+            assert labels[r, c] == want, (r, c)
+    np.testing.assert_array_equal(flow_accumulation(masked, backend="cpu"),
+                                  ref_accumulation(d))
+    for bad, shown in ((257, "257"), (1.5, "1.5"), (-1, "-1")):
+        wrong = d.astype(np.float64)
+        wrong[2, 3] = bad
+        for call in (lambda: watershed(wrong, outlets),
+                     lambda: flow_accumulation(wrong, backend="cpu"),
+                     lambda: stream_links(wrong, np.ones(d.shape), 1)):
+            with pytest.raises(InputError, match=rf"direction: cell \(2, 3\) holds {shown}"):
+                call()
 
 
 @pytest.mark.parametrize("threshold", [float("nan"), 0, -5, float("inf"), "many"])
