@@ -323,7 +323,10 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                        "filled_input": bool(filled),
                        "outlets": "grid edge and nodata" if cells is None else "named",
                        "named_outlets": 0 if cells is None else len(cells),
-                       "weights": None if weights is None else str(weights), **stats,
+                       # absolute, as the DEM's source: verify reads it from anywhere
+                       "weights": None if weights is None else str(
+                           weights if is_remote(weights) else Path(weights).resolve()),
+                       **stats,
                        "reused_tasks": reused,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}

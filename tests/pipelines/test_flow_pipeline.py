@@ -120,6 +120,30 @@ def test_an_infinite_weight_is_one_line_naming_the_raster(tmp_path, capsys, rout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", "rain.tif"]
 
 
+def test_a_weighted_store_is_verified_from_another_folder(tmp_path, capsys, monkeypatch):
+    """The store recorded its weights raster as given on the command line (``rain.asc``),
+    so ``verify`` run from another folder said it was gone; it is recorded absolute, as the
+    DEM's source is."""
+    from oracles import ref_accumulation
+    z, _ = _dem(tmp_path, seed=5, shape=(40, 30))
+    rain = np.random.default_rng(5).random(z.shape).astype(np.float32)
+    write_asc(tmp_path / "rain.asc", rain)
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_main(capsys, "flow", "dem.asc", "-o", "w.zarr", "--weights", "rain.asc",
+                          scheduler="threads")
+    assert rc == 0, err
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    rc, out, err = run_main(capsys, "verify", tmp_path / "w.zarr", scheduler=None)
+    assert rc == 0 and "accumulation = weight + " in out, err
+    rasterio = pytest.importorskip("rasterio")
+    with rasterio.open(tmp_path / "rain.asc") as src:  # the weights as GDAL reads them
+        rain = src.read(1, masked=True).filled(np.nan)
+    layers = _layers(tmp_path / "w.zarr")
+    np.testing.assert_array_equal(layers["accumulation"],
+                                  ref_accumulation(layers["direction"], rain))
+
+
 def test_run_flow_refuses_a_connectivity_of_8_5(tmp_path):
     """8.5 is no connectivity: refused with the library's error, nothing written (it ran as
     8)."""
