@@ -288,12 +288,20 @@ def _ogr_points(path):
     geometries (their WKB) and the layer's CRS (None: the raster's)."""
     meta, geometry, _ = _ogr_layer(path, columns=[])
     out = []
-    for n, wkb in enumerate(geometry, start=1):
-        if wkb is None:
-            raise _no_geometry(path, n)
-        _wkb_points(bytes(wkb), out, path)
-    if not out:
-        raise InputError(f"{path}: no points")
+    try:
+        for n, wkb in enumerate(geometry, start=1):
+            if wkb is None:
+                raise _no_geometry(path, n)
+            _wkb_points(bytes(wkb), out, path)
+        if not out:
+            raise InputError(f"{path}: no points")
+    except InputError as e:  # a GeoPackage of several layers: say which one was read
+        import pyogrio
+        layers = [str(name) for name, _ in pyogrio.list_layers(path)]
+        if len(layers) < 2:
+            raise
+        raise InputError(f"{e} (in its first layer, {layers[0]!r}, the one read, of "
+                         f"{len(layers)}: {', '.join(map(repr, layers))})") from None
     return out, meta.get("crs") or None
 
 

@@ -190,6 +190,26 @@ def test_vector_files_without_points_are_refused_naming_the_file(tmp_path):
         read_points(junk)
 
 
+def test_a_geopackage_of_several_layers_says_which_layer_it_read(tmp_path):
+    """The points are read from the first layer: a GeoPackage whose first layer holds lines
+    (its gauges in the second) was refused as "LineString is not a point geometry", which
+    its author, who had saved points, could not place."""
+    import pyogrio
+    import pyogrio.raw
+    path = _ogr_file(tmp_path / "m.gpkg", [("LineString", [(0, 0), (1, 1)])], "LineString",
+                     UTM17, "GPKG")
+    _, _, wkb, fields = pyogrio.raw.read(
+        _ogr_file(tmp_path / "p.gpkg", [("Point", (704515.0, 3896985.0))], "Point", UTM17,
+                  "GPKG"))
+    pyogrio.raw.write(str(path), wkb, fields, ["id"], driver="GPKG", geometry_type="Point",
+                      crs=UTM17, layer="gauges", append=True)
+    first, second = (str(n) for n, _ in pyogrio.list_layers(path))  # GDAL's order
+    with pytest.raises(InputError, match=rf"m.gpkg: LineString is not a point geometry \(in "
+                       rf"its first layer, '{first}', the one read, of 2: '{first}', "
+                       rf"'{second}'\)"):
+        read_points(path)
+
+
 @pytest.mark.parametrize("suffix", [".gpkg", ".fgb"])
 def test_paths_to_geopackage_and_flatgeobuf_keep_the_crs_and_properties(tmp_path, suffix):
     import struct
