@@ -41,8 +41,8 @@ from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, warn_degrees, write_georeference
 from terrain.io.outputs import output_beside
-from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
-                               remove_tree, scratch_beside)
+from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
+                               is_remote, remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
 from terrain.startup import trim_free_memory
 from terrain.tiles import is_store
@@ -326,6 +326,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                        # absolute, as the DEM's source: verify reads it from anywhere
                        "weights": None if weights is None else str(
                            weights if is_remote(weights) else Path(weights).resolve()),
+                       # what says it is still the raster these sums were of (verify)
+                       **({"weights_fingerprint": input_fingerprint(weights)}
+                          if weights is not None and not is_remote(weights) else {}),
                        **stats,
                        "reused_tasks": reused,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},

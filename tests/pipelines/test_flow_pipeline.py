@@ -123,7 +123,8 @@ def test_an_infinite_weight_is_one_line_naming_the_raster(tmp_path, capsys, rout
 def test_a_weighted_store_is_verified_from_another_folder(tmp_path, capsys, monkeypatch):
     """The store recorded its weights raster as given on the command line (``rain.asc``),
     so ``verify`` run from another folder said it was gone; it is recorded absolute, as the
-    DEM's source is."""
+    DEM's source is. Weights changed since the flow failed the certificate as if the store
+    were wrong; they are said to have changed, as a result's DEM is."""
     from oracles import ref_accumulation
     z, _ = _dem(tmp_path, seed=5, shape=(40, 30))
     rain = np.random.default_rng(5).random(z.shape).astype(np.float32)
@@ -142,6 +143,14 @@ def test_a_weighted_store_is_verified_from_another_folder(tmp_path, capsys, monk
     layers = _layers(tmp_path / "w.zarr")
     np.testing.assert_array_equal(layers["accumulation"],
                                   ref_accumulation(layers["direction"], rain))
+    # weights changed since: said of the weights (exit 2), not a violation of the store's
+    write_asc(tmp_path / "rain.asc", rain[::-1].copy())
+    os.utime(tmp_path / "rain.asc", ns=(0, 0))
+    rc, out, err = run_main(capsys, "verify", tmp_path / "w.zarr", scheduler=None)
+    assert rc == 2 and err == (f"terrain: {tmp_path / 'w.zarr'}: its weights "
+                               f"{tmp_path / 'rain.asc'} changed after this result was "
+                               "computed (its files differ): it needs the weights it was "
+                               "computed from\n")
 
 
 def test_run_flow_refuses_a_connectivity_of_8_5(tmp_path):
