@@ -503,13 +503,13 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     >>> verify_flow(z, np.array([[1, 16, 0]], np.uint8)).violation
     'direction of cell (0, 1) climbs: its downstream neighbour is higher on the filled DEM'
     """
+    from .hydrology import direction_codes
     z = np.ascontiguousarray(filled, np.float32)
-    d = np.ascontiguousarray(direction)
+    d = direction_codes(direction)  # NaN (xarray's masked layer) is nodata, as 255
     if z.ndim != 2 or d.shape != z.shape:
         raise InputError(f"verify: filled DEM {z.shape} and directions {d.shape} must be 2-D "
                          "of one shape")
     connectivity = check_connectivity(connectivity)
-    d = d.astype(np.uint8)
     step = 1 if connectivity == 8 else 2
     dx, dy = (float(v) for v in cellsize)
     diag = math.sqrt(dx * dx + dy * dy)

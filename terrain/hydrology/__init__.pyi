@@ -1,5 +1,6 @@
 from ._fill_gpu import fill_fits_on_device
 from ._flow_gpu import flow_fits_on_device
+from ._neighbours import direction_codes
 from .fill import (depression_hierarchy, depression_labels, fill_depressions, fill_tiled,
     fill_walks, FillResult, FillSpec, HIERARCHY_COLUMNS, kept_pits, LAKE_LABELS, LeafBlock,
     outlet_cells, SINKS_MEANING)

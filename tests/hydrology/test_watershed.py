@@ -309,8 +309,9 @@ def test_watershed_refuses_a_cycle_a_bad_code_and_a_path_off_the_grid():
 
 def test_directions_as_xarray_reads_the_store_keep_their_nodata(tmp_path, capsys):
     """``xr.open_zarr`` masks the direction layer's 255 as NaN (float32): the cast to uint8
-    made every nodata cell an outlet (label 0 for -1, accumulation 1 for NaN), and values
-    that are no code (257, 1.5) were wrapped or truncated into codes."""
+    made every nodata cell an outlet (label 0 for -1, accumulation 1 for NaN, a violation
+    of ``verify_flow``), and values that are no code (257, 1.5) were wrapped or truncated
+    into codes."""
     import xarray as xr
 
     from terrain.errors import InputError
@@ -331,12 +332,16 @@ def test_directions_as_xarray_reads_the_store_keep_their_nodata(tmp_path, capsys
             assert labels[r, c] == want, (r, c)
     np.testing.assert_array_equal(flow_accumulation(masked, backend="cpu"),
                                   ref_accumulation(d))
+    from terrain.verify import verify_flow  # the certificate reads them alike
+    store = xr.open_zarr(tmp_path / "h.zarr")
+    assert verify_flow(store.filled.values, masked.values, store.accumulation.values).ok
     for bad, shown in ((257, "257"), (1.5, "1.5"), (-1, "-1")):
         wrong = d.astype(np.float64)
         wrong[2, 3] = bad
         for call in (lambda: watershed(wrong, outlets),
                      lambda: flow_accumulation(wrong, backend="cpu"),
-                     lambda: stream_links(wrong, np.ones(d.shape), 1)):
+                     lambda: stream_links(wrong, np.ones(d.shape), 1),
+                     lambda: verify_flow(store.filled.values, wrong)):
             with pytest.raises(InputError, match=rf"direction: cell \(2, 3\) holds {shown}"):
                 call()
 
