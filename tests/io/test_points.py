@@ -130,6 +130,7 @@ def test_a_first_line_of_one_column_is_a_bad_point_not_a_header(tmp_path, text):
     with pytest.raises(InputError, match=rf"^{path}:1: expected x,y numbers"):
         read_points(path)
 
+
 def test_csv_header_naming_no_coordinates_is_refused(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("id,height,name\n1,3896985,704515\n")
