@@ -3,7 +3,8 @@ to grid cells (GDAL geotransform; the cell rasterio's ``index`` gives: docs/gis.
 lines (least-cost paths, streams) written as RFC 7946 GeoJSON, GeoPackage or FlatGeobuf.
 GeoJSON points are WGS 84 unless a ``crs`` member says otherwise, CSV points the raster's
 CRS unless their columns are named lon/lat, a GeoPackage's, Shapefile's, FlatGeobuf's or
-KML's those of its layer; all are reprojected into the raster's CRS. The OGR formats go
+KML's those of its layer; all are reprojected into the raster's CRS (a raster without one
+takes them as they are, with a warning). The OGR formats go
 through pyogrio (GDAL's vector drivers).
 
 >>> map_to_cell(2.5, 7.9, (0.0, 1.0, 0.0, 10.0, 0.0, -1.0), (10, 10))
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, where
+from ..errors import InputError, warn, where
 from .outputs import disk_full_reason, gdal_path, json_text
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "point_cells", "raster_source_cells",
@@ -111,8 +112,14 @@ def point_cells(path, geotransform, shape, what="point", crs=None):
     """The cells ``[(row, col), ...]`` of the points of the file ``path``
     (:func:`read_points`) on the raster of ``geotransform``, ``shape`` and ``crs`` (None: it
     has none); a point outside it is an :class:`InputError` naming the file, and for a CSV
-    file the line."""
-    points, lines = _read_points(path, crs)
+    file the line. Points whose file places them in a CRS (GeoJSON's longitude/latitude by
+    default, lon,lat columns, a vector layer's CRS) on a raster without one are taken as its
+    own coordinates, with a warning: nothing can reproject them."""
+    points, lines, src_crs = _read_points(path, crs)
+    if crs is None and src_crs is not None:
+        from .georef import crs_label  # zarr's import: only here
+        warn(f"{path}: its points are in {crs_label(src_crs)} and the raster has no CRS: they "
+             "are taken as the raster's own coordinates")
     return [map_to_cell(x, y, geotransform, shape,
                         what=f"{where(path, line) if line else path}: {what}",
                         raster_crs=crs is not None)
@@ -120,8 +127,8 @@ def point_cells(path, geotransform, shape, what="point", crs=None):
 
 
 def _read_points(path, crs):
-    """``(points, lines)``: :func:`read_points`' points and the line of each (CSV; else
-    None)."""
+    """``(points, lines, src_crs)``: :func:`read_points`' points, the line of each (CSV; else
+    None) and the CRS the file places them in (None: the raster's)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -138,7 +145,7 @@ def _read_points(path, crs):
             points, src_crs, lines = _csv_points(path, text)
     if crs is not None and src_crs is not None:
         points = reproject_points(points, src_crs, crs, path)
-    return points, lines or [None] * len(points)
+    return points, lines or [None] * len(points), src_crs
 
 
 def _csv_points(path, text):

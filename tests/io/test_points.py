@@ -299,17 +299,52 @@ def test_a_feature_without_a_geometry_is_refused_naming_it(tmp_path):
 def test_lon_lat_points_on_a_raster_without_a_crs_are_not_told_to_be_reprojected(tmp_path):
     """The hint for points that look like longitude/latitude offered lon,lat columns, which
     the file had: a raster without a CRS has none to reproject them into."""
+    from terrain.errors import TerrainWarning
     from terrain.io.points import point_cells
     gt, shape = (500000.0, 10.0, 0.0, 4003000.0, 0.0, -10.0), (300, 400)
     p = tmp_path / "ll.csv"
     p.write_text("lon,lat\n-79.6888,35.2927\n")
     with pytest.raises(InputError, match=r"ll\.csv:2: outlet .* outside the raster .* the "
-                                         r"raster has no CRS to reproject it into"):
+                                         r"raster has no CRS to reproject it into"), \
+            pytest.warns(TerrainWarning, match="the raster has no CRS"):
         point_cells(p, gt, shape, "outlet")
     p.write_text("x,y\n-79.6888,35.2927\n")  # with a CRS: lon,lat columns would be reprojected
     with pytest.raises(InputError, match=r"a CSV file with lon,lat columns, whose points are "
                                          r"reprojected\)$"):
         point_cells(p, gt, shape, "outlet", crs=UTM17)
+
+
+def test_points_in_a_crs_on_a_raster_without_one_are_taken_as_they_are_with_a_warning(
+        tmp_path):
+    """GeoJSON positions (longitude/latitude by RFC 7946), lon,lat columns or a layer's CRS
+    on a raster without a CRS: nothing can reproject them, and they were taken as the
+    raster's own coordinates silently (a lon/lat gauge could land inside a grid of unit
+    cells). They still are, as GDAL leaves points it cannot transform, with one warning
+    naming the file; points that name no CRS are taken without one. The oracle for the
+    cells is rasterio's ``rowcol``."""
+    import warnings
+
+    import rasterio.transform
+    from terrain.errors import TerrainWarning
+    from terrain.io.points import point_cells
+    gt, shape = (0.0, 1.0, 0.0, 40.0, 0.0, -1.0), (40, 50)
+    pts = [(3.25, 35.5), (12.75, 2.5)]
+    want = [tuple(int(v) for v in rasterio.transform.rowcol(
+        rasterio.transform.Affine.from_gdal(*gt), x, y)) for x, y in pts]
+    gj = tmp_path / "g.geojson"
+    gj.write_text(json.dumps({"type": "MultiPoint", "coordinates": [list(p) for p in pts]}))
+    ll = tmp_path / "ll.csv"
+    ll.write_text("lon,lat\n" + "".join(f"{x},{y}\n" for x, y in pts))
+    for path in (gj, ll):
+        with pytest.warns(TerrainWarning, match=rf"^{path}: its points are in EPSG:4326 and "
+                          r"the raster has no CRS: they are taken as the raster's own "
+                          r"coordinates$"):
+            assert point_cells(path, gt, shape, "outlet") == want
+    xy = tmp_path / "xy.csv"
+    xy.write_text("x,y\n" + "".join(f"{x},{y}\n" for x, y in pts))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert point_cells(xy, gt, shape, "outlet") == want
 
 
 def test_csv_rows_keep_the_first_rows_width_and_a_point_outside_names_its_line(tmp_path):
