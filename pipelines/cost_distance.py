@@ -725,7 +725,8 @@ def trace_paths(store_path, cells):
 
 
 def path_command(args):
-    """``terrain path COSTSTORE --to X,Y [--to-cell ROW,COL ...] -o PATH.geojson|.gpkg|.fgb``:
+    """``terrain path COSTSTORE --to X,Y [--to-cell ROW,COL ...] [--targets FILE]
+    -o PATH.geojson|.gpkg|.fgb``:
     the least-cost paths as LineStrings: GeoJSON (RFC 7946: longitude/latitude, WGS 84;
     refused for a store without a CRS), or GeoPackage or FlatGeobuf in the store's CRS."""
     from terrain.io.points import path_format, write_paths
@@ -734,8 +735,12 @@ def path_command(args):
         raise InputError(f"{store}: " + ("not a cost-distance store" if store.exists()
                                           else "no such file"))
     out = Path(args.output)
-    check_outputs([store], [out], args.overwrite)
-    with output_at(out, args.overwrite, inputs=[store]) as tmp:  # it reads the store
+    targets_file = getattr(args, "targets", None)
+    if targets_file is not None and not Path(targets_file).exists():
+        raise InputError(f"{targets_file}: no such file")
+    inputs = [store] + ([targets_file] if targets_file is not None else [])
+    check_outputs(inputs, [out], args.overwrite)
+    with output_at(out, args.overwrite, inputs=inputs) as tmp:  # it reads them
         group = open_group(store, mode="r")
         if "backlink" not in group:
             raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")
@@ -744,13 +749,15 @@ def path_command(args):
         shape = group["backlink"].shape
         gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
         points, cells = args.to or [], args.to_cell or []
-        if not points and not cells:
+        if not points and not cells and targets_file is None:
             raise InputError(f"{store}: no path ends given")
-        targets, _ = resolve_sources(gt, shape, points, cells, label=f"{store}: ",
-                                     crs=crs, what="target")
+        targets, _ = resolve_sources(gt, shape, points, cells, targets_file,
+                                     label=f"{store}: ", crs=crs, what="target")
         paths = trace_paths(store, targets)
         lines = [[cell_centre(r, c, gt) for r, c in p["cells"]] for p in paths]
-        ends = [*points, *(f"cell {c}" for c in cells)]
+        ends = [*points, *(f"cell {c}" for c in cells),
+                *(f"{Path(targets_file).name} {n}"
+                  for n in range(1, len(targets) - len(points) - len(cells) + 1))]
         props = [{"cost": p["cost"], "source": p["source"], "to": text, "cells": len(p["cells"])}
                  for text, p in zip(ends, paths)]
         write_paths(tmp, lines, props, crs=crs, fmt=fmt, what=str(store), name=out)

@@ -448,6 +448,11 @@ def build_parser():
                    help="end of a path in map coordinates (repeatable)")
     p.add_argument("--to-cell", action="append", metavar="ROW,COL",
                    help="end of a path as a cell (repeatable; after the --to ends)")
+    p.add_argument("--targets", action=_Once, default=None, metavar="FILE",
+                   help="ends of paths from a file, after the others: a CSV of x,y (or lon,lat "
+                        "columns), GeoJSON points (lon/lat unless a crs member says otherwise), "
+                        "a GeoPackage, Shapefile, FlatGeobuf or KML of points (reprojected), "
+                        "or a raster (its non-zero, non-nodata cells)")
     p.add_argument("-o", "--output", required=True, metavar="PATH.geojson|.gpkg|.fgb",
                    help="LineStrings (source to target): GeoJSON (RFC 7946: longitude/"
                         "latitude, WGS 84; a store with a CRS only), or GeoPackage or "

@@ -83,6 +83,18 @@ def test_cost_distance_matches_scipy_and_path_walks_back(dem, tmp_path):
     assert [a.tolist() for a in by_cell] == [a.tolist() for a in lines]
     assert list(back["to"]) == [f"cell {r},{c}" for r, c in targets]
 
+    # and from a points file (x,y in the grid's coordinates: the store has no CRS), after
+    # an end given as a cell: the same lines, named by the file and their number in it
+    t = tmp_path / "t.csv"
+    t.write_text("x,y\n" + "".join("%r,%r\n" % xy(r, c, z.shape[0]) for r, c in targets[1:]))
+    rc, so, se = run_cli("path", out, "--to-cell", "%d,%d" % targets[0], "--targets", t, "-o",
+                         tmp_path / "r.gpkg", scheduler=None)
+    assert rc == 0 and se == "", se
+    by_file, back, _ = gdal_lines(tmp_path / "r.gpkg")
+    assert [a.tolist() for a in by_file] == [a.tolist() for a in lines]
+    assert list(back["to"]) == ["cell %d,%d" % targets[0]] + [
+        f"t.csv {n}" for n in range(1, len(targets))]
+
 
 def test_friction_cost_and_sources_file(dem, tmp_path):
     z, path = dem
@@ -350,7 +362,7 @@ def test_path_bad_input(dem, tmp_path):
     d = np.asarray(zarr.open_group(str(out), mode="r")["distance"][:])
     far = tuple(int(v) for v in np.argwhere(np.isnan(d) & ~np.isnan(z))[0])
     for ends in (["--to", "%r,%r" % xy(*far, z.shape[0])], ["--to", f"{XLL - 1},{YLL}"],
-                 ["--to-cell", f"{z.shape[0]},0"], []):
+                 ["--to-cell", f"{z.shape[0]},0"], ["--targets", tmp_path / "none.csv"], []):
         rc, _, se = run_cli("path", out, *ends, "-o", tmp_path / "p.gpkg", scheduler=None)
         assert rc == 2 and se.startswith("terrain: ") and len(se.strip().splitlines()) == 1, se
         assert not (tmp_path / "p.gpkg").exists()
