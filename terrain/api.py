@@ -23,6 +23,7 @@ Examples
 3
 """
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -612,8 +613,10 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         Elevations, NaN (or the DataArray's nodata) = nodata, a barrier.
     sources : sequence of (row, col), optional
         Source cells.
-    points : sequence of (x, y), optional
-        Sources as map points in the DEM's CRS (georeferenced DEMs), numbered after ``sources``.
+    points : sequence of (x, y), or path, optional
+        Sources as map points in the DEM's CRS (georeferenced DEMs), numbered after
+        ``sources``; or a points file (CSV, GeoJSON, GeoPackage, ...), reprojected from its
+        CRS into the DEM's as the command line's ``--sources`` are.
     start_costs : float or sequence of float, optional
         Cost already spent at each source (default 0).
     cost : {'absdiff', 'friction', 'tobler'}, optional
@@ -653,7 +656,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     from .grid.cost_outputs import layer_attributes
     from .grid.costs import check_friction, cost_model_code
     from .grid.sssp import grid_sssp
-    from .io.points import map_to_cell
+    from .io.points import map_to_cell, point_cells
 
     if cost is None:
         cost = "friction" if friction is not None else "absdiff"
@@ -674,9 +677,12 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         if gt is None:
             raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
                              "(give (row, col) cells instead)")
-        cells += [map_to_cell(*_pair(p, geo.where), gt, z.shape, what=f"{geo.where}: source",
-                              raster_crs=geo.crs is not None)
-                  for p in points]
+        if isinstance(points, (str, os.PathLike)):  # a points file
+            cells += point_cells(points, gt, z.shape, "source", geo.crs)
+        else:
+            cells += [map_to_cell(*_pair(p, geo.where), gt, z.shape,
+                                  what=f"{geo.where}: source", raster_crs=geo.crs is not None)
+                      for p in points]
     if not cells:
         raise InputError(f"{geo.where}: no sources given")
     r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,

@@ -1,6 +1,8 @@
 """The Python API: terrain.mst on NumPy, xarray (rioxarray georeference), Dask, paths;
 terrain.bfs/diameter on SciPy and NetworkX graphs."""
 
+import json
+
 import numpy as np
 import pytest
 import rasterio
@@ -167,6 +169,32 @@ def test_lon_lat_points_on_a_dem_without_a_crs_are_not_told_to_be_reprojected(tm
     with pytest.raises(InputError, match=r"outside the raster .* the raster has no CRS to "
                                          r"reproject it into"):
         terrain.cost_distance(path, points=[(-79.7, 35.3)], backend="cpu")
+
+
+def test_cost_distance_takes_its_points_from_a_file_reprojected(tmp_path):
+    """``points=`` a points file: read as the command line's ``--sources`` (a GeoJSON in
+    longitude/latitude, reprojected into the DEM's UTM), where only (x, y) pairs were taken
+    and the hint for lon/lat points offered files. The oracle for the cells: the cell centres
+    sent to lon/lat by rasterio.warp, and the same run from those cells."""
+    from rasterio.warp import transform
+    z = np.random.default_rng(5).uniform(0, 50, (20, 30)).astype(np.float32)
+    path = tmp_path / "dem.tif"
+    gt = rasterio.Affine(30.0, 0, 500000.0, 0, -30.0, 4000000.0)
+    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
+                       dtype="float32", crs="EPSG:32617", transform=gt) as dst:
+        dst.write(z, 1)
+    cells = [(3, 4), (15, 22)]
+    xs, ys = zip(*(gt * (c + 0.5, r + 0.5) for r, c in cells))
+    lon, lat = transform("EPSG:32617", "EPSG:4326", xs, ys)
+    pts = tmp_path / "s.geojson"
+    pts.write_text(json.dumps({"type": "MultiPoint",
+                               "coordinates": [[a, b] for a, b in zip(lon, lat)]}))
+    got = terrain.cost_distance(path, points=pts, backend="cpu")
+    want = terrain.cost_distance(path, cells, backend="cpu")
+    np.testing.assert_array_equal(got.distance, want.distance)
+    np.testing.assert_array_equal(got.allocation, want.allocation)
+    with pytest.raises(InputError, match=r"nowhere\.csv: no such file"):
+        terrain.cost_distance(path, points=str(tmp_path / "nowhere.csv"), backend="cpu")
 
 
 def test_sssp_on_matrices_and_networkx_graphs():
