@@ -17,7 +17,7 @@ import numpy as np
 
 from terrain.errors import InputError
 from terrain.io.outputs import check_input_file, json_text
-from terrain.io.remote import input_fingerprint, input_fingerprints, inputs_unchanged
+from terrain.io.remote import check_unchanged, input_fingerprints, inputs_unchanged
 from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
@@ -132,11 +132,7 @@ def _verify_flow_store(path, group):
         wpath = Path(s["weights"])
         if not wpath.exists():
             raise InputError(f"{path}: its accumulation was weighted by {wpath}, which is gone")
-        seal = s.get("weights_fingerprint")
-        if seal is not None and input_fingerprint(wpath) != seal:  # not the store's fault
-            raise InputError(f"{path}: its weights {wpath} changed after this result was "
-                             "computed (its files differ): it needs the weights it was "
-                             "computed from")
+        check_unchanged(path, "weights", wpath, s.get("weights_fingerprint"))
         if is_store(wpath):
             weights = _whole(open_group(wpath, mode="r")["elevation"])
         else:

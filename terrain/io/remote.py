@@ -46,7 +46,7 @@ __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store
            "check_url_output", "fetch", "publish", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
            "filesystem", "scratch_beside", "inside", "remove_tree", "object_entries",
-           "input_fingerprint", "input_fingerprints", "as_path", "command_paths",
+           "input_fingerprint", "input_fingerprints", "check_unchanged", "as_path", "command_paths",
            "check_local_outputs", "PENDING_ROOT",
            "hold_url_lock", "lock_url", "LOCK_LEASE", "LOCK_HEARTBEAT"]
 
@@ -355,6 +355,16 @@ def input_fingerprint(path):
         entries.append([str(f.relative_to(p)) if p.is_dir() else f.name, st.st_size,
                         st.st_mtime_ns])
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def check_unchanged(result, what, source, seal):
+    """:class:`InputError` when ``source``, the ``what`` (``"DEM"``, ``"weights"``) that the
+    result at ``result`` was computed from, no longer has the :func:`input_fingerprint`
+    ``seal`` recorded then (None: none was recorded): the input changed, not the result."""
+    if seal is not None and input_fingerprint(source) != seal:
+        raise InputError(f"{result}: its {what} {source} changed after this result was "
+                         f"computed (its files differ): it needs the {what} it was computed "
+                         "from")
 
 
 def store_state(url, options=None):

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError, cannot_read
 from ..io.georef import crs_wkt, write_georeference
-from ..io.remote import (input_fingerprint, is_remote, is_url, store_for, store_state,
+from ..io.remote import (check_unchanged, is_remote, is_url, store_for, store_state,
                          url_inventory, zarr_store)
 from ..io.zarr_meta import Array, Group, codec, compressor_list, open_group
 from .morton import morton_order
@@ -352,11 +352,7 @@ def result_dem(path, group, source, required=True):
     # a result published to an object store names its DEM's URL
     if source and (store_state(source) == "store" if is_url(source) else is_store(source)):
         import zarr
-        seal = group.attrs.get("source_fingerprint")
-        if seal is not None and input_fingerprint(source) != seal:
-            raise InputError(f"{path}: its DEM {source} changed after this result was "
-                             "computed (its files differ): it needs the DEM it was computed "
-                             "from")
+        check_unchanged(path, "DEM", source, group.attrs.get("source_fingerprint"))
         return zarr.open_group(store=zarr_store(source), mode="r",
                                use_consolidated=False)["elevation"]
     if not required:
