@@ -547,6 +547,19 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     return result
 
 
+def _finite_edges(g):
+    """``g`` without its edges of infinite weight: a search never takes them (the vertices
+    they alone join are unreached), so they join no component either."""
+    if g.weights is None or g.weights.dtype.kind != "f" or np.isfinite(g.weights).all():
+        return g
+    keep = np.isfinite(g.weights)
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    indptr = np.zeros(g.n + 1, np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=g.n), out=indptr[1:])
+    return Graph(indptr, g.indices[keep], g.ids, g.id_base, g.name, {}, g.weights[keep],
+                 g.directed)
+
+
 def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
                       progress=None):
     """Exact weighted diameter (and radius, center, periphery) of an undirected graph: the
@@ -578,7 +591,7 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     (7, (0, 3), [0, 1, 2, 3], 5, [1])
     """
     from .shortest_paths import INT_INF, ShortestPaths
-    g = as_graph(graph, directed=False)
+    g = _finite_edges(as_graph(graph, directed=False))
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
     lcc, info = largest_component(g)

@@ -211,3 +211,19 @@ def test_snap_file_gpu_equals_cpu(tmp_path):
         answers.append(json.loads(out))
     for key in ("diameter", "radius", "center", "periphery", "endpoints", "path"):
         assert answers[0][key] == answers[1][key], key
+
+
+def test_an_infinite_edge_joins_nothing():
+    """An edge of infinite weight is never taken (as in the searches): the diameter is that
+    of the largest component without it, as NetworkX answers for that component (which,
+    given the infinite edge, answers inf)."""
+    G = nx.path_graph(6)
+    for u, v in G.edges:
+        G[u][v]["weight"] = float(u + 1)
+    G[1][2]["weight"] = np.inf  # cuts {0, 1} from {2, 3, 4, 5}
+    r = weighted_diameter(G, extremes=True, backend="cpu")
+    H = G.subgraph([2, 3, 4, 5])
+    assert r.lcc_vertices == 4
+    assert (r.diameter, r.radius) == (nx.diameter(H, weight="weight"),
+                                      nx.radius(H, weight="weight"))
+    assert r.center == sorted(nx.center(H, weight="weight"))
