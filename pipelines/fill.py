@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from terrain.backend import get_backend
-from terrain.errors import InputError, naming
+from terrain.errors import InputError, naming, warn
 from terrain.hydrology import (LAKE_LABELS, SINKS_MEANING, FillSpec, fill_depressions,
                                fill_walks)
 from terrain.io import available_memory
@@ -43,8 +43,8 @@ from ._command import CommandOutput, asked_route, open_input, print_summary
 from ._resume import data_identity, drop_checkpoints, run_key
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
-           "default_output", "named_outlets", "write_outlets", "write_geotiffs",
-           "write_hierarchy", "LAYERS", "GEOTIFF_LAYERS"]
+           "default_output", "named_outlets", "write_outlets", "warn_outlets_on_nodata",
+           "write_geotiffs", "write_hierarchy", "LAYERS", "GEOTIFF_LAYERS"]
 
 #: name -> (dtype, fill value = nodata, meaning)
 LAYERS = {
@@ -179,20 +179,44 @@ def named_outlets(path, geotransform, shape, crs=None):
     return np.unique(np.array(cells, np.int64).reshape(-1, 2), axis=0)
 
 
+def _cells_by_shard(cells, shape, side):
+    """``(window, rows, cols)`` of each shard (``side`` cells a side) holding some of
+    ``cells``: their rows and columns within the window."""
+    across = -(-shape[1] // side)
+    shard = cells[:, 0] // side * across + cells[:, 1] // side
+    for s in np.unique(shard):
+        si, sj = divmod(int(s), across)
+        win = (si * side, min((si + 1) * side, shape[0]), sj * side,
+               min((sj + 1) * side, shape[1]))
+        here = cells[shard == s]
+        yield win, here[:, 0] - win[0], here[:, 1] - win[2]
+
+
 def write_outlets(out_path, cells, shape, tile, side):
     """The ``outlets`` layer (uint8, 1 = outlet) of ``cells``: only the shards (``side``
     cells a side) holding one are written."""
     create_layer(out_path, "outlets", "uint8", 0, tile, shape,  # again when resumed
                  attrs={"meaning": "1 = an outlet named by --outlets"}, overwrite=True)
-    shard = cells[:, 0] // side * (-(-shape[1] // side)) + cells[:, 1] // side
-    for s in np.unique(shard):
-        si, sj = divmod(int(s), -(-shape[1] // side))
-        win = (si * side, min((si + 1) * side, shape[0]), sj * side,
-               min((sj + 1) * side, shape[1]))
+    for win, rows, cols in _cells_by_shard(cells, shape, side):
         block = np.zeros((win[1] - win[0], win[3] - win[2]), np.uint8)
-        here = cells[shard == s]
-        block[here[:, 0] - win[0], here[:, 1] - win[2]] = 1
+        block[rows, cols] = 1
         write_block(out_path, "outlets", win, block)
+
+
+def warn_outlets_on_nodata(outlets, cells, drained, dem_path, dem_layer, shape, side):
+    """Named outlets on nodata drain nothing (a flood starts from valid cells): when the
+    run's count of outlets (``drained``) is short of ``cells``, a warning says how many and
+    where the first lies, read from the DEM's shards that hold outlets."""
+    if cells is None or drained >= len(cells):
+        return
+    lost = []
+    for win, rows, cols in _cells_by_shard(cells, shape, side):
+        nodata = np.isnan(read_block(dem_path, dem_layer, win)[rows, cols])
+        lost += [(win[0] + r, win[2] + c) for r, c in zip(rows[nodata], cols[nodata])]
+    if lost:
+        r, c = min(lost)
+        warn(f"{outlets}: {len(lost)} of its {len(cells)} outlet cells lie on the DEM's "
+             f"nodata and drain nothing (the first at row {r}, column {c})")
 
 
 def _read(dem_path, out_path, name, r0, r1, c0, c1):
@@ -516,6 +540,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 (summary,) = cluster.compute(graph, label="fill")
             _drop_forest(tmp)  # the intermediate forest, before the output is finished
             summary["reused_tasks"] = drop_checkpoints(tmp, kept)
+        warn_outlets_on_nodata(outlets, cells, summary["outlets"], dem_path, "elevation",
+                               shape, grid.shard_side)
         summary["route"] = chosen
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)

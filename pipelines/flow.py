@@ -197,7 +197,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     ``flow`` attribute).
     """
     from .cluster import call, open_scheduler, remote_input, runs_in_process
-    from .fill import fill_route, named_outlets, write_filled, write_outlets
+    from .fill import (fill_route, named_outlets, warn_outlets_on_nodata, write_filled,
+                       write_outlets)
     t_start = time.perf_counter()
     be = get_backend(backend)
     inp, out = command_paths(input_path, output_path, default_output)
@@ -314,6 +315,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                         wall["fill"] = time.perf_counter() - t0
                         stats = _tiled(tmp, spec, shard, out_layer, w_path, wall, filled and inp)
                     reused = drop_checkpoints(tmp, kept)
+            warn_outlets_on_nodata(outlets, cells, stats["outlet_cells"], dem_path, dem_layer,
+                                   shape, side)
             if weights_tmp is not None:  # at a URL it lies under the output's prefix
                 remove_tree(weights_tmp)
                 weights_tmp = None  # gone: nothing for the finally below

@@ -114,6 +114,30 @@ def test_outlets_that_all_lie_on_nodata_are_refused_naming_their_file(tmp_path):
         assert not (tmp_path / "o.zarr").exists()
 
 
+def test_outlets_some_of_which_lie_on_nodata_are_said_in_a_warning(tmp_path):
+    """Two of three outlet points on nodata drain nothing: the run goes on from the third,
+    and a warning says how many and where the first lies (rasterio's index of the points
+    and its mask of the DEM are the oracle), on both routes."""
+    import rasterio
+    z = dem("random", (20, 30), 4)
+    z[5:9, 10:15] = z[15, 3] = np.nan
+    asc = write_asc(tmp_path / "d.asc", z)
+    points = [(1045, 2175), (1125, 2135), (1035, 2045)]  # cells (2, 4), (6, 12), (15, 3)
+    (tmp_path / "o.csv").write_text("x,y\n" + "".join(f"{x},{y}\n" for x, y in points))
+    with rasterio.open(asc) as ds:
+        cells = [ds.index(x, y) for x, y in points]
+        valid = ds.read_masks(1) > 0
+    lost = sorted(c for c in cells if not valid[c])
+    assert len(lost) == 2
+    for command in ("fill", "flow"):
+        for route in ("in-core", "tiled"):
+            rc, _, err = run_cli(command, asc, "--outlets", tmp_path / "o.csv", "--route", route,
+                                 "--tile", "8", "-o", tmp_path / f"{command}-{route}.zarr")
+            assert rc == 0, err
+            assert (f"o.csv: 2 of its 3 outlet cells lie on the DEM's nodata and drain nothing "
+                    f"(the first at row {lost[0][0]}, column {lost[0][1]})") in err, err
+
+
 def _strict_json(text):
     """``text`` parsed as RFC 8259 JSON: NaN and Infinity refused, as JavaScript refuses them."""
     import json
