@@ -839,17 +839,42 @@ def _in_nodes(graph, r, reached):
     r.sources = [nodes[i] for i in np.asarray(r.sources).tolist()]
 
 
-def diameter(graph, **options):
-    """Exact diameter by eccentricity bounding: :func:`terrain.graph.diameter`.
+def diameter(graph, weighted=False, **options):
+    """Exact diameter by eccentricity bounding, in hops (:func:`terrain.graph.diameter`) or
+    by edge weights (:func:`terrain.graph.weighted_diameter`).
+
+    Parameters
+    ----------
+    graph : SciPy sparse matrix, NetworkX graph, :class:`terrain.graph.Graph` or
+        ``(indptr, indices[, weights])``
+        Taken undirected; a disconnected graph is answered for its largest component.
+    weighted : bool
+        Path lengths as sums of weights (a matrix's values, a NetworkX graph's ``weight``
+        attribute), as ``nx.diameter(G, weight="weight")``; default hops, as
+        ``nx.diameter(G)``.
+    **options
+        ``extremes`` (radius, center, periphery too), ``backend``, ``progress``; in hops
+        also ``effective`` and ``seed``, weighted also ``algorithm``.
+
+    Returns
+    -------
+    DiameterResult
+        ``diameter``, ``endpoints``, ``path`` (and with ``extremes`` ``radius``, ``center``,
+        ``periphery``) in the graph's own vertices.
 
     Examples
     --------
     >>> import scipy.sparse as sp
     >>> diameter(sp.diags_array([np.ones(4), np.ones(4)], offsets=[-1, 1]), backend="cpu").diameter
     4
+    >>> import networkx as nx
+    >>> G = nx.Graph([(0, 1, {"weight": 5}), (1, 2, {"weight": 1}), (2, 3, {"weight": 1})])
+    >>> diameter(G, backend="cpu").diameter, diameter(G, weighted=True, backend="cpu").diameter
+    (3, 7)
     """
     from .graph import diameter as _diameter
-    return _diameter(graph, **options)
+    from .graph import weighted_diameter
+    return (weighted_diameter if weighted else _diameter)(graph, **options)
 
 
 def sssp(graph, sources, **options):

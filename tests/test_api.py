@@ -96,6 +96,23 @@ def test_graph_inputs():
     assert d.tolist() == [want[i] for i in range(len(want))]
 
 
+def test_diameter_by_weights_as_networkx_weight():
+    """``terrain.diameter(G, weighted=True)`` is NetworkX's ``weight="weight"`` diameter,
+    radius and center (a NetworkX graph and its matrix alike); without it, hops."""
+    nx = pytest.importorskip("networkx")
+    rng = np.random.default_rng(5)
+    G = nx.connected_watts_strogatz_graph(40, 4, 0.3, seed=5)
+    for u, v in G.edges:
+        G[u][v]["weight"] = int(rng.integers(1, 30))
+    r = terrain.diameter(G, weighted=True, extremes=True, backend="cpu")
+    assert (r.diameter, r.radius) == (nx.diameter(G, weight="weight"),
+                                      nx.radius(G, weight="weight"))
+    assert r.center == sorted(nx.center(G, weight="weight"))
+    A = nx.to_scipy_sparse_array(G, weight="weight")
+    assert terrain.diameter(A, weighted=True, backend="cpu").diameter == r.diameter
+    assert terrain.diameter(G, backend="cpu").diameter == nx.diameter(G)
+
+
 def test_cost_distance_on_every_input_kind(tmp_path):
     """terrain.cost_distance: NumPy, Dask, rioxarray DataArray (CRS and coords kept), GeoTIFF
     path and tile store give grid_sssp's result; sources as cells or map points."""
