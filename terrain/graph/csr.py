@@ -140,6 +140,26 @@ class Graph:
             out.append(v)
         return np.asarray(out, dtype=np.int64)
 
+    def source_vertices(self, sources, by_id, caller):
+        """Internal numbers (int64) of a search's ``sources``: the graph's own ids when
+        ``by_id``, else vertex numbers; :class:`InputError` naming ``caller`` for none, a
+        non-integer or one that is not a vertex."""
+        if by_id:
+            # a node may itself be a tuple: only lists and arrays are several sources
+            ids = list(sources) if isinstance(sources, (list, np.ndarray)) else [sources]
+            if not ids:
+                raise InputError(f"{caller}: at least one source is needed")
+            return self.index_of(ids, what="source vertex")
+        src = np.atleast_1d(np.asarray(sources))
+        if src.size == 0:
+            raise InputError(f"{caller}: at least one source is needed")
+        if src.dtype.kind not in "iu":
+            raise InputError(f"{caller}: sources must be integers, got {src.dtype}")
+        bad = src[(src < 0) | (src >= self.n)]
+        if bad.size:
+            raise InputError(f"{caller}: source {int(bad[0])} is not a vertex (0..{self.n - 1})")
+        return src.astype(np.int64)
+
     def to_scipy(self, weighted=False):
         """The adjacency matrix as ``scipy.sparse.csr_matrix`` (int8 ones, or the weights
         with ``weighted=True``; shares the index arrays)."""

@@ -439,21 +439,7 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
     if by_id is None:
         by_id = is_networkx(graph)
     g = as_graph(graph, directed=directed)
-    if by_id:
-        # a node may itself be a tuple: only lists and arrays are several sources
-        ids = list(sources) if isinstance(sources, (list, np.ndarray)) else [sources]
-        if not ids:
-            raise InputError("sssp: at least one source is needed")
-        src = g.index_of(ids, what="source vertex")
-    else:
-        src = np.atleast_1d(np.asarray(sources))
-        if src.size == 0:
-            raise InputError("sssp: at least one source is needed")
-        if src.dtype.kind not in "iu":
-            raise InputError(f"sssp: sources must be integers, got {src.dtype}")
-        bad = src[(src < 0) | (src >= g.n)]
-        if bad.size:
-            raise InputError(f"sssp: source {int(bad[0])} is not a vertex (0..{g.n - 1})")
+    src = g.source_vertices(sources, by_id, "sssp")
     b = get_backend(backend)
     r = ShortestPaths(g, b).run(src, algorithm, delta, predecessors)
     dist = b.to_numpy(r.dist)           # the run's own array (on the GPU a fresh copy)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
 from .csr import as_graph
 from .frontier import FrontierCore
 
@@ -119,22 +118,7 @@ def bfs(graph, sources, *, predecessors=True, backend=None, by_id=None):
     if by_id is None:
         by_id = is_networkx(graph)
     g = as_graph(graph, directed=False)
-    if by_id:
-        # a node may itself be a tuple: only lists and arrays are several sources (as sssp)
-        ids = list(sources) if isinstance(sources, (list, np.ndarray)) else [sources]
-        if not ids:
-            raise InputError("bfs: at least one source is needed")
-        src = g.index_of(ids, what="source vertex")
-    else:
-        src = np.atleast_1d(np.asarray(sources))
-        if src.size == 0:
-            raise InputError("bfs: at least one source is needed")
-        if src.dtype.kind not in "iu":
-            raise InputError(f"bfs: sources must be integers, got {src.dtype}")
-        bad = src[(src < 0) | (src >= g.n)]
-        if bad.size:
-            raise InputError(f"bfs: source {int(bad[0])} is not a vertex (0..{g.n - 1})")
-        src = src.astype(np.int64)
+    src = g.source_vertices(sources, by_id, "bfs")
     core = FrontierCore(g, backend)
     stats = traverse(core, src)
     pred = core.backend.to_numpy(core.parents()) if predecessors else None
