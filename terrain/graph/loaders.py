@@ -32,7 +32,7 @@ DEFAULT_CHUNK_BYTES = 64 << 20
 
 (_ERR_NONE, _ERR_TOKEN, _ERR_FEW, _ERR_NEG, _ERR_TAG, _ERR_BIG, _ERR_RANGE, _ERR_LINES,
  _ERR_WEIGHT, _ERR_WEIGHT_INT, _ERR_EXTRA, _ERR_INFINITE, _ERR_WEIGHT_BIG) = range(13)
-_SP, _TAB, _CR, _LF = 32, 9, 13, 10
+_LF = 10  # newline byte
 _HEAD_BYTES = 1 << 16       # first read of the head; grows while the header runs past it
 _SCAN_BYTES = 1 << 16       # read size while looking for the newline that ends a chunk
 _GZIP_RATIO = 4             # guessed text : gzip size ratio, to size a gzip file's chunks

@@ -13,12 +13,11 @@ import numpy as np
 
 from .costs import ARC_DC, ARC_DR
 
-__all__ = ["PAD", "HOPS_BITS", "HOPS_MASK", "NO_LABEL", "UNREACHED_BACKLINK", "GridSSSPResult",
+__all__ = ["PAD", "HOPS_BITS", "NO_LABEL", "UNREACHED_BACKLINK", "GridSSSPResult",
            "offsets", "flat_seeds", "unpad", "label_layout", "padded_grid", "framed"]
 
 PAD = 2
 HOPS_BITS = 32
-HOPS_MASK = (1 << HOPS_BITS) - 1
 NO_LABEL = np.iinfo(np.int64).max
 UNREACHED_BACKLINK = 255
 
