@@ -34,13 +34,11 @@ from .costs import ARC_DC, ARC_DR, arc_costs_np, arc_factor_np, knight_mid
 from .sssp import check_max_cost, check_sources, prepare_grid
 
 __all__ = ["BlockPlan", "BlockedSpec", "Bands", "solve_block", "block_outputs",
-           "BlockedDriver", "blocked_sssp", "HALO", "NONE_LABEL", "MemoryBlocks"]
+           "BlockedDriver", "blocked_sssp", "HALO", "MemoryBlocks"]
 
 HALO = 2    # halo (and ring) width: knight moves reach two cells
 _FRAME = 2  # NaN frame around the halo, so that halo cells may be relaxed without bounds checks
 _OFF = HALO + _FRAME  # the block's first row and column in a window
-NONE_LABEL = NO_LABEL
-_SIDES = ("top", "bottom", "left", "right")
 _NO_STOP = np.zeros(1, np.uint8)  # a block's solve is short: never interrupted inside
 
 
@@ -112,11 +110,11 @@ class Bands:
     @staticmethod
     def _arrays(shape):
         return {"z": np.full(shape, np.nan, np.float32), "f": np.full(shape, np.nan, np.float32),
-                "d": np.full(shape, np.inf), "l": np.full(shape, NONE_LABEL, np.int64)}
+                "d": np.full(shape, np.inf), "l": np.full(shape, NO_LABEL, np.int64)}
 
     def reset_labels(self):
-        self.h["l"][...] = NONE_LABEL
-        self.v["l"][...] = NONE_LABEL
+        self.h["l"][...] = NO_LABEL
+        self.v["l"][...] = NO_LABEL
 
     def halo(self, i, j):
         """The halo strips of block ``(i, j)``: ``{side: {"z", "f", "d", "l"}}`` with ``top``
@@ -217,7 +215,7 @@ def _window(ws, z, f, halo, state_d, state_l, labels, halo_labels=False):
     H, W = th + 2 * _OFF, tw + 2 * _OFF
     zp, dist, label = ws["z"], ws["d"], ws["l"]
     fp = ws["f"] if f is not None else None
-    none = NONE_LABEL if labels else 0
+    none = NO_LABEL if labels else 0
     fr = _FRAME
     for a, fill in ((zp, np.nan), (fp, np.nan), (dist, -np.inf), (label, none)):
         if a is None:
@@ -250,7 +248,7 @@ def _window(ws, z, f, halo, state_d, state_l, labels, halo_labels=False):
     ok = valid & np.isfinite(hv["d"])
     if labels:
         dist[idx] = np.where(ok, hv["d"], -np.inf)
-        label[idx] = hv["l"] if halo_labels else NONE_LABEL
+        label[idx] = hv["l"] if halo_labels else NO_LABEL
     else:
         dist[idx] = np.where(valid, np.inf, -np.inf)
         label[idx] = 0
@@ -270,7 +268,7 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
     inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
     rows, cols, costs, idx = sources
     src = (np.asarray(rows, np.int64) + _OFF) * W + np.asarray(cols, np.int64) + _OFF
-    sel = hok & (hv["l"] != NONE_LABEL) if labels else hok
+    sel = hok & (hv["l"] != NO_LABEL) if labels else hok
     seeds = np.concatenate([hidx[sel], src])
     seed_d = np.concatenate([hv["d"][sel], np.asarray(costs, np.float64)])
     if labels:
@@ -315,7 +313,7 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
     # read-only broadcasts where the ring has nothing to say (the bands copy what they read)
     ring = {"z": z, "f": f if f is not None else np.broadcast_to(np.float32(1), z.shape),
             "d": new_d, "l": new_l if new_l is not None else
-            np.broadcast_to(np.int64(NONE_LABEL), z.shape)}
+            np.broadcast_to(np.int64(NO_LABEL), z.shape)}
     return new_d, new_l, ring, int(settled)
 
 
