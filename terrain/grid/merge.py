@@ -18,7 +18,7 @@ from ..errors import InputError
 from .edges import edge_weights_np
 
 __all__ = ["LevelGraph", "Changes", "merge_level", "split_changes", "apply_changes",
-           "block_boundary", "child_windows"]
+           "child_windows"]
 
 
 @dataclass

@@ -30,7 +30,7 @@ from .merge import Changes, LevelGraph, apply_changes, merge_level, split_change
 from .mst_device import (BYTES_PER_CELL, MAX_CELLS, REDUCE_BYTES_PER_CELL, fits_in_core,
                          in_core_mst)
 
-__all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "GroupResult", "group_forest", "mst_walks",
+__all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "mst_walks",
            "finish_stats", "super_tile_side", "super_tile_fits", "thread_stream", "PHASES"]
 
 PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")

@@ -33,8 +33,8 @@ from .costs import check_friction
 from .sssp import check_max_cost, check_sources
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
-           "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge",
-           "FlatBoundaries", "sources_leaf", "sources_merge", "down_node", "down_leaf",
+           "index_leaf", "tile_batch", "TileBatch",
+           "FlatBoundaries", "sources_leaf", "sources_merge",
            "fill_group", "tile_boundaries", "node_boundary", "nodes_boundary",
            "tile_source_labels", "node_source_labels", "top_labels", "node_down",
            "top_labels_paged", "halo_seeds", "default_max_height", "MAX_GPU_TILE", "PHASES",

@@ -32,7 +32,7 @@ from .flow import _inside, padded_window
 # and flow import no Numba
 
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
-           "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
+           "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS",
            "FillSpec", "LeafBlock", "LAKE_LABELS", "fill_walks", "fill_tiled",
            "SINKS_MEANING"]
 

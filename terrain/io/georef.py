@@ -24,10 +24,10 @@ import numpy as np
 from ..errors import InputError, warn
 
 __all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
-           "write_georeference", "mark_raster", "finish_store", "fill_value_attr",
+           "write_georeference", "mark_raster", "finish_store",
            "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS",
-           "UNREFERENCED", "is_unreferenced", "warn_unreferenced", "unit_of", "metres_per_unit",
-           "linear_unit", "LENGTH_UNITS"]
+           "UNREFERENCED", "is_unreferenced", "warn_unreferenced", "unit_of",
+           "LENGTH_UNITS"]
 
 GRID_MAPPING = "spatial_ref"
 

@@ -40,7 +40,7 @@ __all__ = ["atomic_output", "CHECKPOINT_DIR", "finish_companions", "staged_path"
            "json_text",
            "output_beside", "code_identity", "written_by", "WRITTEN_BY_ATTR",
            "check_outputs", "input_identity", "partial_path",
-           "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
+           "real_path", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
            "check_input_file", "check_store_name", "FILE_SUFFIXES", "disk_full_reason",
            "format_bytes", "gdal_path",

@@ -39,7 +39,7 @@ from ..errors import InputError, cannot_read
 from .outputs import json_text
 from .remote import is_remote, store_for
 
-__all__ = ["open_group", "open_array", "Group", "Array", "consolidate", "codec", "as_codec",
+__all__ = ["open_group", "open_array", "Group", "Array", "consolidate", "codec",
            "compressor_list", "codec_library", "blosc", "zstd_encode", "ZARR_JSON"]
 
 ZARR_JSON = "zarr.json"

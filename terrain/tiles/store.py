@@ -25,7 +25,7 @@ from .morton import morton_order
 
 __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
-           "result_dem", "link_layer", "checksummed", "check_store", "check_shard_lists",
+           "result_dem", "link_layer", "checksummed", "check_shard_lists",
            "check_tile_count", "window_shards", "shard_windows", "read_block", "write_block",
            "shard_layouts", "write_windows", "write_layers", "read_layer", "RESULT_CODECS",
            "result_compressors"]
