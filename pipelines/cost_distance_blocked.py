@@ -53,12 +53,12 @@ def block_cache_bytes(side):
     return 24 * side * side
 
 
-def block_side(tile, shard_side, shape, memory_bytes=None, threads=1):
+def block_side(tile, shard_side, memory_bytes=None, threads=1):
     """The block side: the shard side (at most :data:`MAX_BLOCK`, at least the store tile),
     halved while ``threads`` tasks and :data:`CACHE_BLOCKS` cached blocks need more than
     half of ``memory_bytes``.
 
-    >>> block_side(512, 2048, (16384, 16384), 1.5e9, 2), block_side(16, 16, (50, 50))
+    >>> block_side(512, 2048, 1.5e9, 2), block_side(16, 16)
     (1024, 16)
     """
     side = max(int(tile), min(int(shard_side), MAX_BLOCK))
@@ -406,7 +406,7 @@ def blocked_spec(spec, memory_bytes, reuse, backend):
     if reuse is not None:
         raise InputError(f"{spec['input']}: the blocked algorithm keeps no index to reuse")
     spec["block"] = block_side(spec["tile"], spec["tile"] * spec["tiles_per_shard"],
-                               spec["shape"], memory_bytes, os.cpu_count() or 1)
+                               memory_bytes, os.cpu_count() or 1)
     spec["memory_bytes"] = memory_bytes
     return spec
 

@@ -86,7 +86,7 @@ def block_boundary(cells, window, shape):
             | ((c == c0) & (c0 > 0)) | ((c == c1 - 1) & (c1 < shape[1])))
 
 
-def child_windows(window, half, shape):
+def child_windows(window, half):
     """Windows of the NW, NE, SW, SE children of a node (None where outside the grid)."""
     r0, r1, c0, c1 = window
     rm, cm = r0 + half, c0 + half

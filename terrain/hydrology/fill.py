@@ -957,7 +957,7 @@ def _to_children(spec, level, i, j, cells, values):
     """``(cells, values)`` split among the node's four children (None: outside the grid)."""
     from ..grid.merge import child_windows
     parts = []
-    for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1), spec.shape):
+    for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1)):
         sel = None if cw is None else _inside(cells, cw, spec.shape[1])
         parts.append(None if cw is None else (cells[sel], values[sel]))
     return tuple(parts)
