@@ -154,7 +154,7 @@ def _write(out_path, solved, windows, layouts=None):
     return t0, time.perf_counter()
 
 
-def _finish(out_path, solved, writes, meta):
+def _finish(solved, writes, meta):
     """The finish task: the summary (:func:`pipelines.cost_distance.run_cost_distance` writes
     it into the store's attributes)."""
     res, _ = solved
@@ -224,7 +224,7 @@ def build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
     writes = [dask.delayed(_write, pure=False)(out_path, solved, [w],
                                                dask_key_name=(name("write"), i))
               for i, w in enumerate(windows)]
-    return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
+    return dask.delayed(_finish, pure=False)(solved, writes, meta,
                                              dask_key_name=name("finish"))
 
 
@@ -275,7 +275,7 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
         writer.stop()
         raise
     pool.shutdown(wait=True)
-    summary = _finish(out_path, solved, writes, meta)
+    summary = _finish(solved, writes, meta)
     wall.update({"read + solve": t2 - t1, "writes after the solve": t3 - t2,
                  "finish": time.perf_counter() - t3})
     summary["path"] = "in-process"

@@ -95,6 +95,7 @@ def _band_slot(band_bytes):
 
 def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
     """Read rows ``r0:r1`` and write every shard of them; returns (nodata cells, min, max)."""
+    del shard_side  # only orders this task after the store's creation
     cols = grid.shape[1]
     with _band_slot((r1 - r0) * cols * 4):
         return _ingest_band_now(grid, store_path, r0, r1, starts, cols)
