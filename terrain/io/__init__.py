@@ -1,5 +1,7 @@
-"""Reading elevation grids: ESRI/GRASS ASCII (terrain's parallel parser), any GDAL raster
-(rasterio), and writing synthetic fractal terrain.
+"""Grids and points in and out: ESRI/GRASS ASCII (terrain's parallel parser), any GDAL raster
+(rasterio), points and lines, (Cloud-Optimized) GeoTIFF outputs, the stores' georeference and
+metadata, stores at URLs, synthetic fractal terrain; outputs written atomically, never over an
+input (``outputs``); the available memory.
 
 The names are loaded on first use (lazy_loader, from the stub ``__init__.pyi``).
 """
