@@ -1,4 +1,4 @@
-"""Sparse graphs: loaders, CSR, the frontier core, BFS, exact diameter, SSSP.
+"""Sparse graphs: loaders and cache, CSR, the frontier core, BFS, exact diameter, SSSP, MST.
 
 Read a file with :func:`load_graph` (SNAP, Matrix Market, DIMACS, METIS, optionally gzip,
 or a cache written by ``graph-ingest``), or pass a scipy.sparse matrix, a networkx graph
