@@ -26,7 +26,7 @@ exit (imports, CUDA compilation, read, solve and write included); its JSON summa
 phases. A second child runs the same on Dask's ``threads`` scheduler (the task graph), a
 third queries the first one's output with ``--reuse`` from two other cells, and a fourth does
 that on ``threads`` too; ``--repeat N`` runs the four N times. The default scheduler takes
-the in-process path there (``pipelines.cost_distance.run_in_process``); its summary's
+the in-process path there (``pipelines.cost_distance_incore.run_incore``); its summary's
 ``wall_seconds`` (start-up, imports, the start-up thread's steps, solve, writes) are printed.
 No peer runs at that size (scikit-image would take tens of minutes, xarray-spatial
 holds the grid in one chunk), so that mode prints ours only.

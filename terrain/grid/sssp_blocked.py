@@ -328,7 +328,7 @@ def _into(state, a):
 
 def block_outputs(spec, z, f, state_d, state_l, halo):
     """The block's ``(distance, allocation, backlink)`` from the final distances and labels
-    of the block and its halo (:func:`terrain.grid.sssp.backlinks_cpu` on the window)."""
+    of the block and its halo (:func:`terrain.grid._sssp_cpu.backlinks_cpu` on the window)."""
     th, tw = z.shape
     distance = np.empty((th, tw), np.float64)
     allocation = np.empty((th, tw), np.int32)
