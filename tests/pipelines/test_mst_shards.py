@@ -4,7 +4,7 @@
 must give zarr's own bytes for the ``mst`` mask's codec and the DEM's, and the same values
 for windows that cut a shard (zarr's path); the write tasks touch only the shards a change
 reaches; group windows of several shards give the reference forest (oracle: the
-independent Kruskal of ``tests/test_mst.py``).
+independent Kruskal of ``tests/oracles.py``).
 """
 
 import numpy as np
