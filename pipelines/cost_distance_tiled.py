@@ -223,6 +223,9 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
 def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                write_friction, group_level, shard, prepared, *downs):
     """Phase 3 on the groups of one output shard, then one write of the shard."""
+    # order only: after cost-prepare made the output store and the top-down walk labelled
+    # the groups around the shard
+    del prepared, downs
     with store_ops(backend).held_groups():
         return _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                            write_friction, group_level, shard)
