@@ -254,7 +254,7 @@ def _block_stats(z, levels, outlet, depth):
             "max_depth": float(np.nanmax(depth)) if valid.any() else 0.0}
 
 
-def _finish(out_path, spec, mst_summary, writes, labels, meta):
+def _finish(spec, mst_summary, writes, labels, meta):
     stats = {"cells": 0, "outlets": 0, "flooded": 0, "undrained": 0, "max_depth": 0.0}
     times = {}
     nbytes = {"read_bytes": 0, "written_bytes": 0}
@@ -318,7 +318,7 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
         functools.partial(_write_group, out_path, (*names, *scratch)),
         functools.partial(_write_ids, out_path) if labels else None, graph.call, prepared)
     meta = {"backend": backend, "path": "tiled", "group_tiles": 1 << g}
-    return graph.delayed(graph.call(_finish, out_path, spec, mst, writes, largest, meta,
+    return graph.delayed(graph.call(_finish, spec, mst, writes, largest, meta,
                                     key=("finish",)))
 
 
