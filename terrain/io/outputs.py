@@ -150,6 +150,25 @@ def _check_directory(out, real):
     os.unlink(probe)
 
 
+#: what the names written beside an output add to its own: ``.NAME.partial-KEY`` (the
+#: longest; ``.NAME.old-KEY`` alike, ``.NAME.lock`` and ``.NAME.trash-HEX`` shorter)
+PARTIAL_NAME_EXTRA = len(".") + len(".partial-") + 16
+
+
+def _check_name_length(out, real):
+    """The output's name leaves room for the partial output's beside it, which the file
+    system would refuse (``File name too long``) only once the run got to it."""
+    try:
+        most = os.pathconf(real.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        most = 255
+    size = len(os.fsencode(real.name))
+    if size + PARTIAL_NAME_EXTRA > most:
+        raise InputError(f"{out}: name too long: {size} bytes, where {real.parent} takes names "
+                         f"of {most}, and the partial output written beside it adds "
+                         f"{PARTIAL_NAME_EXTRA} (at most {most - PARTIAL_NAME_EXTRA})")
+
+
 class OutputExists(InputError):
     """An output exists and may not be replaced; ``option`` names the parameter that would
     allow it (the command line turns it into its flag)."""
@@ -239,8 +258,8 @@ def check_outputs(inputs, outputs, overwrite=False):
     InputError
         Naming the output: it is ``-`` or a stream (a device, FIFO or socket), it is,
         contains or lies inside an input, is named twice, exists
-        without ``overwrite`` (or is a directory but no store), or has no writable
-        directory; or naming an input that is not a regular file or a directory.
+        without ``overwrite`` (or is a directory but no store), has no writable
+        directory, or a name that leaves no room for its partial's; or naming an input that is not a regular file or a directory.
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
     for given, real in ins:
@@ -256,6 +275,7 @@ def check_outputs(inputs, outputs, overwrite=False):
             raise InputError(f"{out}: named twice as an output (also as {seen[real]})")
         seen[real] = out
         _check_directory(out, real)
+        _check_name_length(out, real)
         _check_replaceable(out, real, overwrite)
 
 

@@ -375,3 +375,58 @@ def test_another_users_killed_run_in_a_sticky_folder_is_named(tmp_path, monkeypa
         f"terrain: {other.name}: left by an interrupted run of another user (nobody), cannot "
         "be removed (Permission denied); kept")
     assert other.is_dir() and (shared / "k.zarr" / "zarr.json").is_file()
+
+
+def _longest_name(folder):
+    """The longest file name the file system holding ``folder`` takes (the kernel is the
+    oracle: a file of that name is made and removed, one byte more is refused)."""
+    most = os.pathconf(folder, "PC_NAME_MAX")
+    probe = folder / ("n" * most)
+    probe.touch()
+    probe.unlink()
+    with pytest.raises(OSError):
+        (folder / ("n" * (most + 1))).touch()
+    return most
+
+
+@pytest.mark.parametrize("argv", [
+    ["mst", "g.asc", "-o", "NAME"],
+    ["ingest", "g.asc", "-o", "NAME"],
+    ["bfs", "e.txt", "--source", "0", "--out", "NAME"],
+    ["synth", "--rows", "3", "--cols", "4", "-o", "NAME"],
+])
+def test_an_output_name_with_no_room_for_its_partial_is_one_line(home, argv):
+    """An output named with as many bytes as the file system takes (or a default name grown
+    past it: ``LONG.asc`` -> ``LONG.mst.zarr``) left no room for ``.NAME.partial-KEY``
+    beside it: ``OSError: [Errno 36] File name too long`` traceback from the first look at
+    the output, or ``FOLDER: cannot write there (File name too long)`` blaming the folder.
+    Now one line naming the output, nothing written; the longest name that leaves room is
+    written."""
+    w = home / "w"
+    most = _longest_name(w)
+    room = len(".") + len(".partial-") + 16  # what the partial's name adds to the output's
+    suffix = {"bfs": ".npy", "synth": ".asc"}.get(argv[0], ".zarr")
+    too_long = "o" * (most - len(suffix)) + suffix
+    before = snapshot(home)
+    proc = run_terrain(*[a.replace("NAME", too_long) for a in argv], *(
+        SYNC if argv[0] in ("mst", "ingest") else ()), cwd=w)
+    assert_one_line_error(proc, f"terrain: {too_long}: name too long")
+    assert snapshot(home) == before
+    longest = "o" * (most - room - len(suffix)) + suffix
+    proc = run_terrain(*[a.replace("NAME", longest) for a in argv], *(
+        SYNC if argv[0] in ("mst", "ingest") else ()), cwd=w)
+    assert proc.returncode == 0, proc.stderr
+    assert (w / longest).exists()
+
+
+def test_a_default_output_name_grown_too_long_is_one_line(home):
+    """``mst LONG.asc`` names its output ``LONG.mst.zarr``: an input name the file system
+    takes can give an output name it does not."""
+    w = home / "w"
+    most = _longest_name(w)
+    dem = "d" * (most - len(".asc")) + ".asc"
+    os.replace(w / "g.asc", w / dem)
+    before = snapshot(home)
+    proc = run_terrain("mst", dem, *SYNC, cwd=w)
+    assert_one_line_error(proc, f"terrain: {dem[:-4]}.mst.zarr: name too long")
+    assert snapshot(home) == before
