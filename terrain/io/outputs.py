@@ -262,8 +262,8 @@ def check_outputs(inputs, outputs, overwrite=False):
         directory, or a name that leaves no room for its partial's; or naming an input that is not a regular file or a directory.
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
-    for given, real in ins:
-        _check_kind(given, real)
+    for given, _ in ins:
+        _check_kind(given)
     seen = {}
     for out in outputs:
         if out is None:
@@ -297,12 +297,14 @@ def _check_not_stream(out):
         raise InputError(f"{out}: outputs are files or stores, not streams: name a file")
 
 
-def _check_kind(given, real):
+def _check_kind(given):
     """An existing input must be a regular file or a directory (a store). A missing one is
     not refused here: some inputs are named only to be kept from being overwritten (a
-    result's source raster, which ``plot`` does not read)."""
+    result's source raster, which ``plot`` does not read). The path as given is what the
+    reader opens: a link of ``/proc`` (``/dev/stdin``, ``/dev/fd/N``) leads to a pipe that
+    no path names, which :func:`real_path` cannot follow."""
     try:
-        mode = os.stat(real).st_mode
+        mode = os.stat(given).st_mode
     except OSError:
         return  # missing: the reader says so, with its own words
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
@@ -321,7 +323,7 @@ def check_input_file(path):
     ...
     terrain.errors.InputError: /dev/null: not a regular file (a device): terrain reads files and stores, whose size it checks before reading
     """
-    _check_kind(path, real_path(path))
+    _check_kind(path)
 
 
 def input_identity(path):

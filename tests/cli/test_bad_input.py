@@ -212,6 +212,35 @@ def test_a_fifo_given_to_info(tmp_path):
     assert_one_line_error(proc, "terrain: f.asc: not a regular file (a FIFO)")
 
 
+@pytest.mark.parametrize("argv", [["mst", "/dev/stdin", "-o", "x.zarr"],
+                                  ["ingest", "/dev/stdin", "-o", "x.zarr"],
+                                  ["cost-distance", "/dev/stdin", "--source-cell", "1,1",
+                                   "-o", "c.zarr"],
+                                  ["info", "/dev/stdin"], ["diameter", "/dev/stdin"],
+                                  ["bfs", "/dev/stdin", "--source", "1"],
+                                  ["graph-ingest", "/dev/stdin", "-o", "g.zarr"]])
+def test_a_pipe_as_dev_stdin_is_refused_as_a_fifo(tmp_path, argv):
+    """``cat dem.asc | terrain mst /dev/stdin``: the path is a link (``/proc/self/fd/0``)
+    to the pipe, which no path names (``pipe:[N]``). It passed the FIFO check and met a
+    reader: ``/dev/stdin: empty file`` (the pipe's size is 0), ``cannot read (File or
+    stream is not seekable.)``, ``not a terrain tile store``. Now the FIFO's line, as for a
+    named FIFO; the oracle: the kernel's own stat of the child's standard input."""
+    import os
+    import stat
+    import subprocess
+    import sys
+    from cli import child_env
+    read, write = os.pipe()
+    assert stat.S_ISFIFO(os.fstat(read).st_mode)
+    os.close(write)  # the run reads nothing: it may not wait on the pipe
+    with os.fdopen(read) as pipe:
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", *argv], cwd=tmp_path,
+                              stdin=pipe, env=child_env(), capture_output=True, text=True,
+                              timeout=60)
+    assert_one_line_error(proc, "terrain: /dev/stdin: not a regular file (a FIFO)")
+    assert os.listdir(tmp_path) == []
+
+
 # GeoJSON sources (terrain/io/points.py): each bad document one line naming the file
 GEOJSON = {
     "coordinates_string": {"type": "FeatureCollection", "features": [
