@@ -769,6 +769,38 @@ def _open_files_said():
         raise InputError(said) from None
 
 
+class _ReaderMayLeave:
+    """A command's ``sys.stdout``: a reader that goes away (``terrain info STORE | head -1``,
+    ``terrain batch ... --json | head``) takes the rest of the output, not the command's exit
+    status; a BrokenPipeError from a print ended a failed batch or check with status 0.
+    What is left is written to /dev/null and the command ends as it would have."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+    def _reader_gone(self):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())
+        os.close(null)
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+            self._stream.flush()
+
+
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(join_negative_values(sys.argv[1:] if argv is None
@@ -784,6 +816,7 @@ def main(argv=None):
     numba_cache_for_run()  # before any kernel module imports Numba
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     urls = _store_urls(args)  # as given: staging replaces them
+    stdout, sys.stdout = sys.stdout, _ReaderMayLeave(sys.stdout)
     try:
         with terminate_raises(), _open_files_said():
             # URL inputs/outputs (s3://, memory://, ...) staged here, published after
@@ -827,10 +860,6 @@ def main(argv=None):
             raise
         print(f"terrain: {cannot_read(e.filename, e)}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        # the reader went away (`terrain info STORE | head`): not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
     except OSError as e:
         # the summary's file full (`> log` on a full disk or quota): an output's own writes
         # say their file (atomic_output), so a full disk without a name is the summary's
@@ -860,6 +889,7 @@ def main(argv=None):
         return 2
     finally:
         warnings.showwarning = shown
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

@@ -209,3 +209,38 @@ def test_an_option_of_many_given_twice_is_refused(workdir, argv, message):
     assert proc.returncode == 2 and proc.stderr.strip().startswith(message), proc.stderr
     assert proc.stderr.count("\n") == 1 and not proc.stdout
     assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("reader", ["file", "gone"])
+def test_a_reader_gone_keeps_the_commands_exit_status(tmp_path, reader):
+    """``terrain batch ... --json | head -1`` of a batch with failed files exited 0: the
+    summary (more than stdout's buffer) met the closed pipe mid-print, and the
+    BrokenPipeError ended the run as a success. The reader going away takes the rest of the
+    output, not the status: 1, as with a reader that reads it all (the oracle: the same
+    batch into a file), no traceback."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from cli import child_env
+    (tmp_path / "many.lst").write_text("".join(f"missing-{i:0190d}.asc\n" for i in range(12)))
+    if reader == "file":
+        out = open(tmp_path / "summary.json", "w")
+    else:
+        read, write = os.pipe()
+        os.close(read)  # no reader from the first write on
+        out = os.fdopen(write, "w")
+    with out:
+        proc = subprocess.Popen([sys.executable, "-m", "terrain.run", "batch", "ingest",
+                                 "many.lst", "-o", "out", "--json", "--scheduler", "threads"],
+                                cwd=tmp_path, env=child_env(), stdout=out,
+                                stderr=subprocess.PIPE, text=True)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    rows = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    rows = rows["files"] if isinstance(rows, dict) else rows
+    assert len(rows) == 12 and all(r["status"] == "failed" for r in rows)
+    if reader == "file":
+        assert len((tmp_path / "summary.json").read_text()) > 8192  # past stdout's buffer
