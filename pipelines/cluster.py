@@ -12,7 +12,9 @@ import dataclasses
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import warnings
 
@@ -206,25 +208,31 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         # a stop inside LocalCluster's start left its scheduler listening (on the dashboard's
         # port) for the rest of the process: the stop waits for the start, then closes it
         with signals_held() as came, _cluster_start_refused():
-            with dask.config.set(IN_PROCESS_CONFIG):
-                cluster = LocalCluster(n_workers=1, processes=False,
-                                       threads_per_worker=nthreads,
-                                       executor=ThreadPoolExecutor(
-                                           nthreads, thread_name_prefix="terrain-task",
-                                           initializer=task_stop.mark),
-                                       # (host, port) pairs: distributed splits text at ':'
-                                       dashboard_address=[dashboard],
-                                       # the worker's HTTP server too (else every interface)
-                                       worker_dashboard_address=[(dashboard[0], 0)],
-                                       silence_logs=logging.CRITICAL)
+            scratch = _cluster_scratch(dask)
             try:
-                client = Client(cluster)
+                with dask.config.set({**IN_PROCESS_CONFIG, "temporary-directory": scratch}):
+                    cluster = LocalCluster(n_workers=1, processes=False,
+                                           threads_per_worker=nthreads,
+                                           executor=ThreadPoolExecutor(
+                                               nthreads, thread_name_prefix="terrain-task",
+                                               initializer=task_stop.mark),
+                                           # (host, port) pairs: distributed splits text at ':'
+                                           dashboard_address=[dashboard],
+                                           # the worker's HTTP server too (else every interface)
+                                           worker_dashboard_address=[(dashboard[0], 0)],
+                                           silence_logs=logging.CRITICAL)
+                try:
+                    client = Client(cluster)
+                except BaseException:
+                    cluster.close()
+                    raise
             except BaseException:
-                cluster.close()
+                shutil.rmtree(scratch, ignore_errors=True)
                 raise
         if came:
             client.close()
             cluster.close()
+            shutil.rmtree(scratch, ignore_errors=True)
             raise_held(came)
     if not quiet:
         link = (_dashboard_link(client, dashboard[0]) if cluster is not None
@@ -240,10 +248,26 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         client.close()
         if cluster is not None:
             cluster.close()
+            shutil.rmtree(scratch, ignore_errors=True)
         # what a failed or stopped run's :func:`_cancel` quieted speaks again: the process
         # (a notebook's, a service's) goes on
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def _cluster_scratch(dask):
+    """A folder of the in-process cluster's own for its scheduler's and worker's scratch,
+    in Dask's temporary directory: removed with the cluster. Dask's own
+    ``dask-scratch-space`` keeps its lock files after the run, and where no temporary
+    folder is writable (a read-only /tmp, no TMPDIR) Python's last resort puts it in the
+    working directory."""
+    where = dask.config.get("temporary-directory", None)
+    try:
+        return tempfile.mkdtemp(prefix="terrain-dask-", dir=where)
+    except OSError as e:
+        raise InputError("the in-process Dask cluster did not start: cannot make its scratch "
+                         f"folder ({e.strerror})"
+                         + (f" (Dask's temporary directory: {where})" if where else "")) from None
 
 
 @contextlib.contextmanager

@@ -910,3 +910,27 @@ def test_fill_and_flow_tiled_reach_the_scheduler_before_the_ingest(tmp_path, cap
     assert err.splitlines() == [f"terrain: cannot reach the Dask scheduler at {address}: "
                                 "Connection refused"], err
     assert built == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("how", ["ends", "fails"])
+def test_the_in_process_cluster_leaves_no_scratch_behind(tmp_path, how):
+    """Dask's scheduler and worker keep their scratch in ``TEMP/dask-scratch-space``, whose
+    lock files outlive the run; where no temporary folder is writable (a read-only /tmp, no
+    TMPDIR: Python's last resort is the working directory) that folder was left in the
+    folder the command ran in. The cluster's scratch is now a folder of its own, removed
+    with it whether the run ends or fails. The oracle: the temporary folder's listing, and
+    the worker's own ``local_directory`` lying inside it while the cluster runs."""
+    import os
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    from pipelines.cluster import open_scheduler
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with dask.config.set({"temporary-directory": str(scratch)}):
+        with contextlib.suppress(RuntimeError):
+            with open_scheduler("local", quiet=True) as client:
+                workers = client.run(lambda dask_worker: dask_worker.local_directory)
+                assert all(str(scratch) in d for d in workers.values())
+                if how == "fails":
+                    raise RuntimeError("a task failed")
+    assert os.listdir(scratch) == []
