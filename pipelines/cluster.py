@@ -482,7 +482,8 @@ def _quiet_logs(*names):
 def compute(*collections, label="terrain", progress=None, ready_order=None, on_failure=None):
     """Compute Dask collections on the active scheduler and return their results (a tuple).
 
-    A progress bar goes to stderr when it is a terminal (or ``progress=True``).
+    A progress bar goes to stderr when it is a terminal (or ``progress=True``), headed by
+    ``label`` (the step: ``fill-ingest``, then ``fill``).
     ``ready_order``: a key function; in this process the tasks ready to run are taken in
     its order, smallest first (a cluster's scheduler keeps its own). ``on_failure``: called
     when the run fails or is interrupted, before the running tasks are waited for (what
@@ -495,7 +496,7 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
         drop_stale_checkpoints(graph_dict(c))
     client = _client()
     if client is None:
-        return _compute_locally(collections, progress, ready_order, on_failure)
+        return _compute_locally(collections, progress and label, ready_order, on_failure)
     address = client.scheduler.address
     futures = client.compute(list(collections))
     try:
@@ -503,7 +504,7 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
         # its traceback: the one line below says it (the in-process cluster logs nothing)
         with _quiet_logs(*_CLIENT_LOGGERS, "tornado", "asyncio"):
             if progress:
-                _stderr_progress_bar(futures, scheduler=address, complete=True)
+                _stderr_progress_bar(label, futures, scheduler=address, complete=True)
                 sys.stderr.write("\n")
             return tuple(client.gather(futures))
     except BaseException as e:
@@ -519,8 +520,14 @@ def call(fn, *args, label="terrain", **kwargs):
     them, :func:`remote_input`)."""
     if _client() is None:
         return fn(*args, **kwargs)
+    import uuid
+
     import dask
-    (result,) = compute(dask.delayed(fn, pure=False)(*args, **kwargs), label=label)
+    # the task named by ``label`` (the dashboard's task stream shows "fill", not the step's
+    # function), a key of this run's own
+    task = dask.delayed(fn, pure=False)(*args, dask_key_name=f"{label}-{uuid.uuid4().hex}",
+                                        **kwargs)
+    (result,) = compute(task, label=label)
     return result
 
 
@@ -647,7 +654,8 @@ def _ready_order(rank):
 
 def _compute_locally(collections, progress, ready_order=None, on_failure=None):
     """``dask.compute`` on a thread pool of our own: after an error or a signal the running
-    tasks end before the caller removes the partial output (dask's pool would go on writing)."""
+    tasks end before the caller removes the partial output (dask's pool would go on writing).
+    ``progress``: the label of a progress bar on stderr, or False."""
     import dask
     from concurrent.futures import ThreadPoolExecutor
 
@@ -659,7 +667,12 @@ def _compute_locally(collections, progress, ready_order=None, on_failure=None):
         with dask.config.set(pool=pool), order:
             if progress:
                 from dask.diagnostics import ProgressBar
-                with ProgressBar(out=sys.stderr):
+
+                class StderrProgressBar(ProgressBar):
+                    def _draw_bar(self, frac, elapsed):
+                        _draw_bar(progress, frac, elapsed)
+
+                with StderrProgressBar(out=sys.stderr):
                     return dask.compute(*collections)
             return dask.compute(*collections)
     except BaseException:
@@ -722,15 +735,20 @@ def _executing(dask_worker):
     return len(dask_worker.state.executing)
 
 
-def _stderr_progress_bar(*args, **kwargs):
+def _stderr_progress_bar(label, *args, **kwargs):
     """distributed's text bar (it counts tasks), drawn on stderr instead of stdout."""
     from distributed.diagnostics.progressbar import TextProgressBar
 
     class StderrProgressBar(TextProgressBar):
         def _draw_bar(self, remaining, all, **kwargs):
-            frac = (1 - remaining / all) if all else 1.0
-            sys.stderr.write(f"\r[{'#' * int(self.width * frac):<{self.width}}] "
-                             f"{int(100 * frac):3d}% | {self.elapsed:6.1f}s")
-            sys.stderr.flush()
+            _draw_bar(label, (1 - remaining / all) if all else 1.0, self.elapsed)
 
     return StderrProgressBar(*args, **kwargs)
+
+
+def _draw_bar(label, frac, elapsed, width=40):
+    """One state of a progress bar on stderr (dask's and distributed's alike): the step's
+    label, the bar, the percent done and the seconds."""
+    sys.stderr.write(f"\r{label} [{'#' * int(width * frac):<{width}}] {int(100 * frac):3d}% "
+                     f"| {elapsed:6.1f}s")
+    sys.stderr.flush()

@@ -130,6 +130,20 @@ def test_shared_value_is_sent_once_not_with_every_task(scheduler):
 
 
 @pytest.mark.parametrize("scheduler", ["threads", "local"])
+def test_a_progress_bar_is_headed_by_its_step(scheduler, capsys):
+    """The bar of each step on stderr says which step it counts (a tiled fill draws one for
+    its ingest, then one for the fill), on the threads' scheduler and a cluster alike."""
+    pytest.importorskip("distributed")
+    import dask
+
+    from pipelines.cluster import compute, open_scheduler
+    with open_scheduler(scheduler, quiet=True):
+        assert compute(dask.delayed(sum)([1, 2]), label="fill-ingest", progress=True) == (3,)
+    err = capsys.readouterr().err
+    assert "fill-ingest [" + "#" * 40 + "] 100% |" in err, err
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "local"])
 def test_run_as_completed_runs_the_work_results_find_once_each(scheduler):
     """Items found by ``after`` start without waiting for the others; one already waiting is
     not queued twice; ``prepare`` sees each start, ``after`` each result, in this thread."""
@@ -881,7 +895,7 @@ def test_fill_and_flow_in_core_take_the_scheduler_given(tmp_path, command):
                             cwd=tmp_path, timeout=300)
         ran = set(cluster.scheduler.task_prefixes)
     assert there.returncode == 0, there.stderr
-    assert {"run_in_core", "in_core"} & ran, ran  # the in-core step ran on that cluster
+    assert command in ran, ran  # the in-core step ran on that cluster, named by the step
     here, there = (zarr.open_group(str(tmp_path / n), mode="r") for n in ("here.zarr", "there.zarr"))
     assert sorted(here.array_keys()) == sorted(there.array_keys())
     for name in here.array_keys():
