@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from terrain.backend import get_backend
-from terrain.errors import InputError
+from terrain.errors import InputError, naming_items
 from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
 from terrain.grid.sssp import incore_bytes
@@ -91,13 +91,15 @@ def parse_pair(text, what, cast=float):
 
 def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None, label="",
                     crs=None, start_cost=None, start_values=False, what="source"):
-    """``(cells, costs)``: source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y),
-    then ``cells`` (ROW,COL), then the cells of ``sources_file`` (a raster, a tile store, or
-    points: :func:`terrain.io.points.read_points`, reprojected into ``crs``); and the cost
-    already spent at each (float64; None when every source starts at 0): ``start_cost``, or
-    with ``start_values`` every cell of the raster ``sources_file`` that is not nodata is a
-    source starting at its value (GRASS ``r.cost -r``), the others at ``start_cost``.
-    ``what`` names the cells in errors (stop cells are read the same way)."""
+    """``(cells, costs, origins)``: source cells ``[(row, col), ...]`` in order: ``points``
+    (map X,Y), then ``cells`` (ROW,COL), then the cells of ``sources_file`` (a raster, a tile
+    store, or points: :func:`terrain.io.points.read_points`, reprojected into ``crs``); the
+    cost already spent at each (float64; None when every source starts at 0): ``start_cost``,
+    or with ``start_values`` every cell of the raster ``sources_file`` that is not nodata is
+    a source starting at its value (GRASS ``r.cost -r``), the others at ``start_cost``; and
+    where each came from, for errors about one (:func:`terrain.errors.naming_items`): its
+    place in a points file (:func:`terrain.io.points.point_cells`), else None. ``what``
+    names the cells in errors (stop cells are read the same way)."""
     values = bool(start_values)
     if values and (sources_file is None or _is_points_file(sources_file)):
         raise InputError("start costs from values need a raster of sources")
@@ -120,10 +122,13 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
                              f"({shape[0]} x {shape[1]} cells)")
         out.append((int(r), int(k)))
     costs = np.full(len(out), float(start_cost or 0.0)) if values else None
+    origins = [None] * len(out)
     if sources_file is not None:
         path = as_path(sources_file)
         if _is_points_file(path):
-            out.extend(point_cells(path, geotransform, shape, what, crs))
+            found, places = point_cells(path, geotransform, shape, what, crs)
+            out.extend(found)
+            origins.extend(places)
         else:
             if is_store(path):
                 st = open_store(path)
@@ -141,11 +146,12 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
                 found, spent = found
                 costs = np.concatenate([costs, spent])
             out.extend(found)
+            origins.extend([None] * len(found))
     if not out:
         raise InputError(f"{label}no {what}s given")
     if start_cost is not None and not values:
         costs = np.full(len(out), float(start_cost))
-    return out, costs
+    return out, costs, origins
 
 
 def _is_points_file(path):
@@ -307,12 +313,13 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     grid = open_input(inp, tile)
     check_weight_units(cost, grid.crs, inp, kind="cost", units=grid.units)
     gt, geo = grid.geotransform, {**grid.geo(), "cost": cost}
-    srcs, costs = resolve_sources(gt, grid.shape, points, cells, sources_file,
-                                  label=f"{inp}: ", crs=grid.crs, start_cost=start_cost,
-                                  start_values=start_values)
+    srcs, costs, origins = resolve_sources(gt, grid.shape, points, cells, sources_file,
+                                           label=f"{inp}: ", crs=grid.crs,
+                                           start_cost=start_cost, start_values=start_values)
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, max_cost, route,
                       tile_sssp, max_height, reuse, memory)
-    stops = _stop_cells(spec, gt, stop_points, stop_cells, stops_file, f"{inp}: ", grid.crs)
+    stops, stop_origins = _stop_cells(spec, gt, stop_points, stop_cells, stops_file,
+                                      f"{inp}: ", grid.crs)
     if spec.get("reuse_incore") and (is_remote(out) or is_remote(reuse)):
         raise InputError(f"{reuse}: an in-core run's store is reused by linking its layers "
                          "into the output: both must be local")
@@ -336,8 +343,11 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
             if kept and spec["route"] == "tiled" and spec.get("reuse") is None:
                 from .cost_distance_tiled import resume_index
                 resume_index(spec, tmp, tile_sssp, max_height, be.name)
-            summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name, geo,
-                           scheduler, resumed=bool(kept))
+            # a source or stop on nodata, refused by whichever algorithm runs: named by its
+            # place in its points file too
+            with naming_items("source", origins), naming_items("stop", stop_origins):
+                summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name,
+                               geo, scheduler, resumed=bool(kept))
             remove_tree(friction_tmp)
             summary["reused_tasks"] = (summary.get("reused_tasks", 0)
                                        + drop_checkpoints(tmp, kept))
@@ -385,13 +395,14 @@ def _check_stops(spec, given, label):
 
 
 def _stop_cells(spec, gt, points, cells, path, label, crs):
-    """The stop cells (:func:`resolve_sources`), put in ``spec``; [] without any."""
+    """``(cells, origins)`` of the stops (:func:`resolve_sources`), the cells put in
+    ``spec``; ``([], [])`` without any."""
     _check_stops(spec, points or cells or path, label)
     if not (points or cells or path):
-        return []
-    spec["stops"] = resolve_sources(gt, spec["shape"], points, cells, path, label=label,
-                                    crs=crs, what="stop")[0]
-    return spec["stops"]
+        return [], []
+    spec["stops"], _, origins = resolve_sources(gt, spec["shape"], points, cells, path,
+                                                label=label, crs=crs, what="stop")
+    return spec["stops"], origins
 
 
 def _digest(srcs, costs, stops):
@@ -683,7 +694,8 @@ def trace_paths(store_path, cells):
 
     Reads only the tiles the walk passes through (one tile of each layer at a time).
     Returns a list of dicts ``{"cells": [(row, col), ...] from the source to the cell,
-    "cost": distance, "source": allocation}``; :class:`InputError` for an unreached cell.
+    "cost": distance, "source": allocation}``; :class:`InputError` for an unreached cell
+    (nodata too), naming it as ``target`` ``i``, its index in ``cells``.
     """
     from terrain.grid.costs import ARC_DC, ARC_DR
     group = open_group(store_path, mode="r")
@@ -705,10 +717,11 @@ def trace_paths(store_path, cells):
 
     out = []
     limit = back.shape[0] * back.shape[1]
-    for r, c in cells:
+    for i, (r, c) in enumerate(cells):
         d = float(dist[r, c])
         if math.isnan(d):
-            raise InputError(f"{store_path}: cell ({r}, {c}) is not reached from any source")
+            raise InputError(f"{store_path}: target {i} at cell (row, col) = ({r}, {c}) is not "
+                             "reached from any source", item=("target", i))
         path = [(r, c)]
         while True:
             t, r0, c0 = tile_of(r, c)
@@ -751,9 +764,10 @@ def path_command(args):
         points, cells = args.to or [], args.to_cell or []
         if not points and not cells and targets_file is None:
             raise InputError(f"{store}: no path ends given")
-        targets, _ = resolve_sources(gt, shape, points, cells, targets_file,
-                                     label=f"{store}: ", crs=crs, what="target")
-        paths = trace_paths(store, targets)
+        targets, _, origins = resolve_sources(gt, shape, points, cells, targets_file,
+                                              label=f"{store}: ", crs=crs, what="target")
+        with naming_items("target", origins):
+            paths = trace_paths(store, targets)
         lines = [[cell_centre(r, c, gt) for r, c in p["cells"]] for p in paths]
         ends = [*points, *(f"cell {c}" for c in cells),
                 *(f"{Path(targets_file).name} {n}"

@@ -269,8 +269,7 @@ def _block_task(ctx, stage, i, j, halo, sources):
     for r, c, n in zip(rows.tolist(), cols.tolist(), idx.tolist()):
         if np.isnan(z[r, c]) or (f is not None and np.isnan(f[r, c])):
             r0, _, c0, _ = ctx.plan.window(i, j)
-            raise InputError(f"{ctx.name}: "
-                             f"{on_nodata('source', n, r + r0, c + c0, not np.isnan(z[r, c]))}")
+            raise on_nodata("source", n, r + r0, c + c0, not np.isnan(z[r, c]), ctx.name)
     nd, nl, ring, settled = solve_block(ctx.spec, stage, z, f, e["d"], e["l"], halo, sources)
     if stage == 1:
         e["d"] = nd

@@ -133,7 +133,7 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
         writer.stop()
         # a source on the friction's nodata: the friction's file named
         named = spec.get("friction_path") if getattr(e, "raster", None) == "friction" else None
-        raise InputError(f"{named or spec['input']}: {e}") from None
+        raise InputError(f"{named or spec['input']}: {e}", item=e.item) from None
     except BaseException:
         writer.stop()
         raise

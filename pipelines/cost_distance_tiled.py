@@ -156,8 +156,7 @@ def _sources_leaf_task(tspec, store, reader, backend, srcs, name, ready, g, i, j
     for s in inside.tolist():
         r, c = int(rows[s]) - r0, int(cols[s]) - c0
         if np.isnan(z[r, c]) or np.isnan(f[r, c]):
-            raise InputError(f"{name}: "
-                             f"{on_nodata('source', s, rows[s], cols[s], not np.isnan(z[r, c]))}")
+            raise on_nodata("source", s, rows[s], cols[s], not np.isnan(z[r, c]), name)
     up, own = sources_leaf(tspec, StoredNodes(store), reader, srcs, g, i, j)
     if g > tspec.height:  # pass on only the top nodes that reach a source
         up = [e for e in up if e[1] is not None]

@@ -168,7 +168,7 @@ def named_outlets(path, geotransform, shape, crs=None):
     elif is_remote(p):  # a file at a URL is copied here first (pipelines.staging.stage)
         raise InputError(f"{p}: no such store")
     elif p.suffix.lower() in (".csv", ".json", ".geojson", *VECTOR_SUFFIXES):
-        cells = point_cells(p, geotransform, shape, "outlet", crs)
+        cells, _ = point_cells(p, geotransform, shape, "outlet", crs)
     else:
         from terrain.io import read_grid
         values, grid = read_grid(p, finite=False)  # an outlet is a non-zero cell

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.errors import InputError, naming
+from terrain.errors import InputError, naming, naming_items
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.georef import warn_degrees
 from terrain.io.outputs import check_outputs
@@ -56,15 +56,17 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
         d = group["direction"][:]
         gt, crs = _geo(group, d.shape)
         warn_degrees(crs, flow_path, "so are the basins' areas and the snap distance")
-        cells, _ = resolve_sources(gt, d.shape, points or (), cells or (), points_file,
-                                   label=f"{flow_path}: ", crs=crs, what="outlet")
+        cells, _, origins = resolve_sources(gt, d.shape, points or (), cells or (),
+                                            points_file, label=f"{flow_path}: ", crs=crs,
+                                            what="outlet")
         if not cells:
             raise InputError(f"{flow_path}: no outlets given")
         if snap > 0:
             cells = snap_outlets(group["accumulation"][:], cells, snap,
                                  (abs(gt[1]), abs(gt[5])))
         try:
-            labels = watershed(d, cells)
+            with naming_items("outlet", origins, first=1):  # numbered as labelled, from 1
+                labels = watershed(d, cells)
         except InputError as e:  # an outlet on nodata: said of the flow store
             raise InputError(f"{flow_path}: {e}") from None
         counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]

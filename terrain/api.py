@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, naming_items
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
                         crs_label, crs_wkt, same_crs, unit_of, warn_degrees,
                         warn_unreferenced)
@@ -672,21 +672,25 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         f, fgeo = _on_grid(friction, z.shape, geo, "friction")
         f = check_friction(f, name=fgeo.where)
     cells = [] if sources is None else list(sources)
+    origins = [None] * len(cells)  # a points file's place of each source, for its errors
     if points is not None:
         gt = _geotransform(geo, z.shape)
         if gt is None:
             raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
                              "(give (row, col) cells instead)")
         if isinstance(points, (str, os.PathLike)):  # a points file
-            cells += point_cells(points, gt, z.shape, "source", geo.crs)
+            found, places = point_cells(points, gt, z.shape, "source", geo.crs)
+            cells += found
+            origins += places
         else:
             cells += [map_to_cell(*_pair(p, geo.where), gt, z.shape,
                                   what=f"{geo.where}: source", raster_crs=geo.crs is not None)
                       for p in points]
     if not cells:
         raise InputError(f"{geo.where}: no sources given")
-    r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
-                  cellsize=cs, max_cost=max_cost, stops=stops, backend=backend)
+    with naming_items("source", origins):
+        r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
+                      cellsize=cs, max_cost=max_cost, stops=stops, backend=backend)
     reached = int(np.count_nonzero(~np.isnan(r.distance)))
     # cells as a column of rows and one of columns: netCDF's attributes are flat
     summary = {"cost": cost, "connectivity": int(connectivity), "cellsize": list(cs),

@@ -10,7 +10,8 @@ import os
 import sys
 import warnings
 
-__all__ = ["InputError", "TerrainWarning", "where", "warn", "naming", "cannot_read"]
+__all__ = ["InputError", "TerrainWarning", "where", "warn", "naming", "naming_items",
+           "cannot_read"]
 
 #: the installed packages' folders: a warning names the first line outside them
 _PACKAGES = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name)
@@ -22,17 +23,23 @@ class InputError(ValueError):
 
     ``option``: the parameter the error is about, or a tuple of them, by its name; the
     command line names its flag instead (where the message names it, else in a hint).
+    ``item``: ``(kind, number)`` of the one cell of a list the error is about, as its message
+    says it (``("source", 1)``: "source 1"), for a caller that knows where each came from
+    (:func:`naming_items`).
 
     >>> InputError("dem.asc: min_depth needs the in-core route", option=("min_depth",)).option
     ('min_depth',)
     """
 
     option = None
+    item = None
 
-    def __init__(self, *args, option=None):
+    def __init__(self, *args, option=None, item=None):
         super().__init__(*args)
         if option is not None:
             self.option = option
+        if item is not None:
+            self.item = item
 
 
 def where(path, line=None):
@@ -68,6 +75,33 @@ def naming(parameter, source):
         if source is None or not str(e).startswith(prefix):
             raise
         raise InputError(f"{source}: {str(e)[len(prefix):]}") from None
+
+
+@contextlib.contextmanager
+def naming_items(kind, origins, first=0):
+    """Inside, an :class:`InputError` about the ``kind`` numbered ``n`` (its ``item``) names
+    where that one came from after its number: ``origins[n - first]`` (a file and line, a
+    feature; None: nothing more to say).
+
+    >>> with naming_items("source", [None, "wells.csv:3"]):
+    ...     raise InputError("dem.asc: source 1 at cell (row, col) = (3, 16) is on nodata",
+    ...                      item=("source", 1))
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: dem.asc: source 1 (wells.csv:3) at cell (row, col) = (3, 16) is on nodata
+    """
+    try:
+        yield
+    except InputError as e:
+        said = f"{kind} {e.item[1]} " if e.item and e.item[0] == kind else None
+        i = e.item[1] - first if said else -1
+        origin = origins[i] if 0 <= i < len(origins) else None
+        if origin is None or said not in str(e):
+            raise
+        # the last mention: the message's own words follow the files it starts with
+        head, _, tail = str(e).rpartition(said)
+        raise InputError(f"{head}{said}({origin}) {tail}", option=e.option, item=e.item) \
+            from None
 
 
 class TerrainWarning(UserWarning):

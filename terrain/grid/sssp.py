@@ -55,13 +55,15 @@ def _ops(be):
     return be.kernel_table(cpu, gpu)
 
 
-def on_nodata(name, i, r, c, barrier=False):
+def on_nodata(name, i, r, c, barrier=False, path=None):
     """The refusal of source (or stop: ``name``) ``i`` at cell ``(r, c)`` on nodata: the DEM's,
-    or (``barrier``) the friction raster's where the DEM has a value. Its :class:`InputError`
-    says which raster in ``raster`` (``"dem"``, ``"friction"``), for a caller that names the
-    files."""
+    or (``barrier``) the friction raster's where the DEM has a value; ``path``: the file the
+    message starts with. Its :class:`InputError` says which raster in ``raster`` (``"dem"``,
+    ``"friction"``), for a caller that names the files, and which cell in ``item``, for one
+    that knows where it came from (:func:`terrain.errors.naming_items`)."""
     where = "a barrier (nodata) of the friction raster" if barrier else "nodata"
-    error = InputError(f"{name} {i} at cell (row, col) = ({r}, {c}) is on {where}")
+    error = InputError(f"{f'{path}: ' if path else ''}{name} {i} at cell (row, col) = "
+                       f"({r}, {c}) is on {where}", item=(name, i))
     error.raster = "friction" if barrier else "dem"
     return error
 

@@ -79,7 +79,8 @@ def watershed(direction, outlets):
     first = {}
     for n, (r, c) in enumerate(_outlet_cells(outlets, R, C), start=1):
         if d[r, c] == 255:
-            raise InputError(f"outlet {n} at cell (row, col) = ({r}, {c}) is on nodata")
+            raise InputError(f"outlet {n} at cell (row, col) = ({r}, {c}) is on nodata",
+                             item=("outlet", n))
         kept = first.setdefault(r * C + c, n)
         if kept != n:
             warn(f"outlets {kept} and {n} lie on one cell ({r}, {c}): label {n} "

@@ -109,43 +109,45 @@ def read_points(path, crs=None):
 
 
 def point_cells(path, geotransform, shape, what="point", crs=None):
-    """The cells ``[(row, col), ...]`` of the points of the file ``path``
+    """``(cells, places)``: the cells ``[(row, col), ...]`` of the points of the file ``path``
     (:func:`read_points`) on the raster of ``geotransform``, ``shape`` and ``crs`` (None: it
-    has none); a point outside it is an :class:`InputError` naming the file, and for a CSV
-    file the line. Points whose file places them in a CRS (GeoJSON's longitude/latitude by
+    has none), and where in the file each point is: ``"wells.csv:3"`` (a CSV file's line),
+    ``"wells.geojson feature 2"`` (a feature, counted from 1 in the file's order, as a
+    vector file's), else the file. A point outside the raster is an :class:`InputError`
+    naming its place. Points whose file places them in a CRS (GeoJSON's longitude/latitude by
     default, lon,lat columns, a vector layer's CRS) on a raster without one are taken as its
     own coordinates, with a warning: nothing can reproject them."""
-    points, lines, src_crs = _read_points(path, crs)
+    points, places, src_crs = _read_points(path, crs)
     if crs is None and src_crs is not None:
         from .georef import crs_label  # zarr's import: only here
         warn(f"{path}: its points are in {crs_label(src_crs)} and the raster has no CRS: they "
              "are taken as the raster's own coordinates")
-    return [map_to_cell(x, y, geotransform, shape,
-                        what=f"{where(path, line) if line else path}: {what}",
-                        raster_crs=crs is not None)
-            for (x, y), line in zip(points, lines)]
+    cells = [map_to_cell(x, y, geotransform, shape, what=f"{place}: {what}",
+                         raster_crs=crs is not None)
+             for (x, y), place in zip(points, places)]
+    return cells, places
 
 
 def _read_points(path, crs):
-    """``(points, lines, src_crs)``: :func:`read_points`' points, the line of each (CSV; else
-    None) and the CRS the file places them in (None: the raster's)."""
+    """``(points, places, src_crs)``: :func:`read_points`' points, where in the file each is
+    (:func:`point_cells`) and the CRS the file places them in (None: the raster's)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    lines = None
     if path.suffix.lower() in VECTOR_SUFFIXES:
-        points, src_crs = _ogr_points(path)
+        points, src_crs, places = _ogr_points(path)
     else:
         # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is no part of the first name
         # or of the JSON, as GDAL reads them
         text = path.read_text(encoding="utf-8-sig", errors="replace")
         if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
-            points, src_crs = _geojson_points(path, text)
+            points, src_crs, places = _geojson_points(path, text)
         else:
             points, src_crs, lines = _csv_points(path, text)
+            places = [where(path, line) for line in lines]
     if crs is not None and src_crs is not None:
         points = reproject_points(points, src_crs, crs, path)
-    return points, lines or [None] * len(points), src_crs
+    return points, places, src_crs
 
 
 def _csv_points(path, text):
@@ -201,7 +203,8 @@ def _first_line(text):
 
 
 def _geojson_points(path, text):
-    """``(points, crs)`` of a GeoJSON text: its points and the CRS they are in."""
+    """``(points, crs, places)`` of a GeoJSON text: its points, the CRS they are in and the
+    feature each is of (:func:`point_cells`)."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
@@ -210,8 +213,8 @@ def _geojson_points(path, text):
         raise InputError(f"{path}: JSON nested too deeply") from None
     except ValueError:  # an integer of more digits than Python converts (sys.int_info)
         raise InputError(f"{path}: a number of too many digits") from None
-    out = []
-    features = 0  # counted, to name a feature without a geometry
+    out, places = [], []
+    features = 0  # counted, to name a feature without a geometry or a point's
 
     def position(c):
         if not isinstance(c, (list, tuple)) or len(c) < 2:
@@ -229,7 +232,7 @@ def _geojson_points(path, text):
             raise InputError(f"{path}: coordinates must be finite, got {json.dumps(c)[:60]}")
         return x, y
 
-    def visit(g, depth=0):
+    def visit(g, depth=0, place=str(path)):
         nonlocal features
         if depth > 32:
             raise InputError(f"{path}: GeoJSON nested too deeply")
@@ -242,12 +245,12 @@ def _geojson_points(path, text):
             if not isinstance(parts, list):
                 raise InputError(f"{path}: {key!r} must be an array")
             for part in parts:
-                visit(part, depth + 1)
+                visit(part, depth + 1, place)
         elif t == "Feature":
             features += 1
             if g.get("geometry") is None:
                 raise _no_geometry(path, features)
-            visit(g["geometry"], depth + 1)
+            visit(g["geometry"], depth + 1, f"{path} feature {features}")
         elif t == "Point":
             out.append(position(g.get("coordinates")))
         elif t == "MultiPoint":
@@ -257,11 +260,12 @@ def _geojson_points(path, text):
             out.extend(position(c) for c in cs)
         else:
             raise InputError(f"{path}: GeoJSON {t!r} is not a point geometry")
+        places.extend([place] * (len(out) - len(places)))
 
     visit(doc)
     if not out:
         raise InputError(f"{path}: no points")
-    return out, geojson_crs(doc, path)
+    return out, geojson_crs(doc, path), places
 
 
 def _no_geometry(path, n):
@@ -291,15 +295,17 @@ def _ogr_layer(path, columns=None):
 
 
 def _ogr_points(path):
-    """``(points, crs)`` of the first layer of an OGR vector file: its Point and MultiPoint
-    geometries (their WKB) and the layer's CRS (None: the raster's)."""
+    """``(points, crs, places)`` of the first layer of an OGR vector file: its Point and
+    MultiPoint geometries (their WKB), the layer's CRS (None: the raster's) and the feature
+    each point is of (:func:`point_cells`)."""
     meta, geometry, _ = _ogr_layer(path, columns=[])
-    out = []
+    out, places = [], []
     try:
         for n, wkb in enumerate(geometry, start=1):
             if wkb is None:
                 raise _no_geometry(path, n)
             _wkb_points(bytes(wkb), out, path)
+            places.extend([f"{path} feature {n}"] * (len(out) - len(places)))
         if not out:
             raise InputError(f"{path}: no points")
     except InputError as e:  # a GeoPackage of several layers: say which one was read
@@ -309,7 +315,7 @@ def _ogr_points(path):
             raise
         raise InputError(f"{e} (in its first layer, {layers[0]!r}, the one read, of "
                          f"{len(layers)}: {', '.join(map(repr, layers))})") from None
-    return out, meta.get("crs") or None
+    return out, meta.get("crs") or None, places
 
 
 def ogr_lines(path):

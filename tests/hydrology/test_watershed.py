@@ -283,15 +283,22 @@ def test_watershed_command(utm_flow, tmp_path, capsys):
                           tmp_path / "y.tif", scheduler=None)
     assert rc == 2 and err == (f"terrain: {utm_flow}: outlet 1 at cell (row, col) = (5, 7) "
                                "is on nodata\n")
-    # of gauges in a file, the error names which one lies there (its label, the file's order)
+    # of gauges in a file, the error names which one lies there: its label (the file's
+    # order) and its place in the file, a CSV file's line or a GeoJSON feature
     with rasterio.open(tmp_path / "w.tif") as src:
         xs, ys = src.xy([5, 9, 5], [9, 7, 7])  # cell centres, the third on nodata
         assert src.index(xs[2], ys[2]) == (5, 7)
     (tmp_path / "g.csv").write_text("x,y\n" + "".join(f"{a},{b}\n" for a, b in zip(xs, ys)))
-    rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlets", tmp_path / "g.csv",
-                          "-o", tmp_path / "y.tif", scheduler=None)
-    assert rc == 2 and err == (f"terrain: {utm_flow}: outlet 3 at cell (row, col) = (5, 7) "
-                               "is on nodata\n")
+    (tmp_path / "g.geojson").write_text(json.dumps({
+        "type": "FeatureCollection", "crs": {"type": "name", "properties": {"name": "EPSG:32617"}},
+        "features": [{"type": "Feature", "properties": {}, "geometry": {
+            "type": "Point", "coordinates": [a, b]}} for a, b in zip(xs, ys)]}))
+    for name, place in (("g.csv", "g.csv:4"), ("g.geojson", "g.geojson feature 3")):
+        rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlets", tmp_path / name,
+                              "-o", tmp_path / "y.tif", scheduler=None)
+        assert rc == 2 and err == (f"terrain: {utm_flow}: outlet 3 ({tmp_path / place}) at "
+                                   "cell (row, col) = (5, 7) is on nodata\n")
+        assert not (tmp_path / "y.tif").exists()
     rc, out, err = run_main(capsys, "info", tmp_path / "w2.zarr", scheduler=None)
     assert rc == 0 and out.splitlines()[0] == f"store     {tmp_path / 'w2.zarr'} (result store)"
 
