@@ -4,6 +4,7 @@ through pyogrio) give their points, reprojected; lines go to GeoJSON, GeoPackage
 FlatGeobuf."""
 
 import json
+import re
 
 import pytest
 
@@ -277,6 +278,43 @@ def test_paths_are_written_as_rfc7946_lon_lat(tmp_path):
     got = doc["features"][0]["geometry"]["coordinates"]
     want = [v for p in line for v in _to_lonlat(*p)]
     assert [v for p in got for v in p] == pytest.approx(want, abs=1e-9)
+
+
+def test_each_point_is_placed_by_its_line_or_feature_and_one_outside_is_named_so(tmp_path):
+    """Where each point is in its file (what a refusal of one names): a CSV file's line,
+    the feature a GeoJSON or vector file's point is of (counted from 1 in the file's order,
+    a MultiPoint's points all of one), else the file. The cells' oracle is rasterio's
+    ``rowcol``."""
+    import rasterio.transform
+    from terrain.io.points import point_cells
+    gt, shape = (704500.0, 30.0, 0.0, 3897000.0, 0.0, -30.0), (10, 10)
+    pts = [(704515.0, 3896985.0), (704545.0, 3896955.0), (704575.0, 3896925.0)]
+    want = [tuple(int(v) for v in rasterio.transform.rowcol(
+        rasterio.transform.Affine.from_gdal(*gt), x, y)) for x, y in pts]
+    gpkg = _ogr_file(tmp_path / "m.gpkg", [("MultiPoint", pts[:2]), ("Point", pts[2])],
+                     "Unknown", UTM17, "GPKG")
+    assert point_cells(gpkg, gt, shape, "source", UTM17) == (
+        want, [f"{gpkg} feature 1"] * 2 + [f"{gpkg} feature 2"])
+    gj = tmp_path / "g.geojson"
+    utm = {"type": "name", "properties": {"name": UTM17}}
+    gj.write_text(json.dumps({"type": "FeatureCollection", "crs": utm, "features": [
+        {"type": "Feature", "properties": {},
+         "geometry": {"type": "MultiPoint", "coordinates": [list(p) for p in pts[:2]]}},
+        {"type": "Feature", "properties": {},
+         "geometry": {"type": "Point", "coordinates": list(pts[2])}}]}))
+    assert point_cells(gj, gt, shape, "source", UTM17) == (
+        want, [f"{gj} feature 1"] * 2 + [f"{gj} feature 2"])
+    bare = tmp_path / "b.geojson"  # no features: the file
+    bare.write_text(json.dumps({"type": "MultiPoint", "crs": utm,
+                                "coordinates": [list(p) for p in pts]}))
+    assert point_cells(bare, gt, shape, "source", UTM17) == (want, [str(bare)] * 3)
+    csv = tmp_path / "p.csv"
+    csv.write_text("x,y\n" + "".join(f"{x},{y}\n" for x, y in pts))
+    assert point_cells(csv, gt, shape, "source", UTM17) == (
+        want, [f"{csv}:2", f"{csv}:3", f"{csv}:4"])
+    with pytest.raises(InputError, match=rf"^{re.escape(str(gj))} feature 2: source "
+                                         r"\(704575\.0, 3896925\.0\) is outside the raster"):
+        point_cells(gj, gt, (2, 2), "source", UTM17)
 
 
 def test_a_feature_without_a_geometry_is_refused_naming_it(tmp_path):
