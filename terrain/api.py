@@ -145,6 +145,23 @@ def _declared_transform(da):
     return gt if len(gt) == 6 else _attrs_transform(da)
 
 
+def _thin_geotransform(da):
+    """The geotransform that the coordinates of a DataArray of one row or one column say
+    (neither rioxarray nor :func:`_geotransform` places it), for its orientation only: the
+    step of each dimension with two coordinates or more, 1 (x) or -1 (y) for one with a
+    single coordinate, as its cell size is taken (:func:`_cellsize_of`); None without
+    coordinates. A column whose y ascends runs north as a grid's rows do."""
+    gt = []
+    for dim, unit in ((da.dims[1], 1.0), (da.dims[0], -1.0)):
+        c = da.coords[dim].values if dim in da.coords else None
+        if c is None or c.ndim != 1 or c.size == 0 or c.dtype.kind not in "iuf":
+            return None
+        c = c.astype(np.float64)
+        step = c[1] - c[0] if c.size > 1 else unit
+        gt += [c[0] - step / 2, step]
+    return (gt[0], gt[1], 0.0, gt[2], 0.0, gt[3])
+
+
 def _check_gridded(da, where):
     """:class:`InputError` for a DataArray placed only by ground control points (rioxarray
     keeps them in its grid mapping's ``gcps``, the geotransform GDAL's identity), as for
@@ -158,7 +175,7 @@ def _check_gridded(da, where):
                          "it onto a grid first (da.rio.reproject(da.rio.crs))")
     for dim in da.dims:
         c = da.coords[dim].values if dim in da.coords else None
-        if c is None or c.ndim != 1 or c.size < 3 or c.dtype.kind not in "iuf":
+        if c is None or c.ndim != 1 or c.size < 2 or c.dtype.kind not in "iuf":
             continue
         given = np.abs(c).max()
         c = c.astype(np.float64)
@@ -170,6 +187,9 @@ def _check_gridded(da, where):
             raise InputError(f"{where}: {dim} coordinates are not evenly spaced (steps from "
                              f"{steps.min():.6g} to {steps.max():.6g}): its cells lie on no "
                              f"grid; interpolate it onto one first (da.interp({dim}=...))")
+        if step == 0:  # a cell size of 0, which the cell size's default (1) would hide
+            raise InputError(f"{where}: {dim} coordinates do not advance (every one is "
+                             f"{c[0]:g}): its cells lie on no grid")
 
 
 def _unreferenced_grid(da, where):
@@ -261,7 +281,7 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         geo = (_unreferenced_grid(da, where)
                or Georef(_cellsize_of(da), _crs_of(da), None, da, None, where,
                          unit_of(da.attrs)))
-        gt = _geotransform(geo, values.shape)
+        gt = _geotransform(geo, values.shape) or _thin_geotransform(da)
         if gt is not None:  # y ascending: the rows run north; x descending: columns west
             dim, order = (da.dims[0], "ascending") if gt[5] > 0 else (da.dims[1], "descending")
             check_north_up(gt, where, f"reverse the axis first (da.isel({dim}=slice(None, "

@@ -230,6 +230,55 @@ def test_a_dataarray_not_north_up_is_told_which_axis_to_reverse(dims, flipped):
     np.testing.assert_array_equal(got, priority_flood(north_up.values))
 
 
+@pytest.mark.parametrize("flipped", ["rows", "columns"])
+def test_a_dataarray_of_one_column_or_row_not_north_up_is_refused(flipped):
+    """A DataArray of one column whose y ascends runs north as a grid's rows would (one of
+    one row whose x descends, west): its geotransform was left unknown (one coordinate on
+    the other axis), so it was computed as it stood, every flow code N for S (E for W);
+    refused as a grid of both is, and the reversal it names computes it."""
+    import xarray as xr
+
+    import terrain
+    from oracles import priority_flood, ref_directions
+    z = np.array([1, 2, 3, 7, 5], np.float32)
+    steps = 10.0 * np.arange(5)  # ascending: y runs north, x east
+    if flipped == "rows":
+        da = xr.DataArray(z[:, None], dims=("y", "x"), coords={"y": steps, "x": [5.0]})
+    else:
+        da = xr.DataArray(z[None], dims=("y", "x"), coords={"y": [5.0], "x": steps[::-1]})
+    assert np.diff(da.y.values if flipped == "rows" else -da.x.values).min() > 0  # the oracle
+    for run in (terrain.fill, terrain.mst, terrain.flow,
+                lambda d: terrain.cost_distance(d, [(0, 0)])):
+        with pytest.raises(terrain.InputError) as e:
+            run(da)
+        article = "a south-up" if flipped == "rows" else "an east-to-west"
+        assert str(e.value).startswith(f"DataArray: {article} raster"), str(e.value)
+    said = str(e.value)
+    north_up = eval(said[said.index("(da.isel(") + 1:said.index(") for ") + 1], {"da": da})
+    want = ref_directions(priority_flood(north_up.values), (1.0, 10.0) if flipped == "rows"
+                          else (10.0, 1.0))
+    np.testing.assert_array_equal(terrain.flow(north_up, backend="cpu").direction.values, want)
+
+
+def test_a_dataarray_whose_coordinates_do_not_advance_is_refused():
+    """Coordinates that repeat (a step of 0) place every cell on one line: the cell size
+    taken from them was 0, and without rioxarray loaded the default 1 (a cost distance of
+    cells 1 apart, silently); refused, naming the dimension, as uneven ones are."""
+    import xarray as xr
+
+    import terrain
+    z = np.random.default_rng(3).uniform(0, 9, (3, 4)).astype(np.float32)
+    for y in ([5.0, 5.0, 5.0], [7.0, 7.0]):
+        da = xr.DataArray(z[:len(y)], dims=("y", "x"), coords={"y": y, "x": 10.0 * np.arange(4)})
+        assert not np.diff(da.y.values).any()  # the oracle: NumPy's steps are all 0
+        for run in (terrain.fill, terrain.mst, terrain.flow,
+                    lambda d: terrain.cost_distance(d, [(0, 0)], cost="friction",
+                                                    friction=np.ones(d.shape, np.float32))):
+            with pytest.raises(terrain.InputError, match=r"^DataArray: y coordinates do not "
+                                                         r"advance \(every one is [57]\)"):
+                run(da)
+
+
 def test_a_dataarray_without_coordinates_is_unreferenced_with_rioxarray_loaded():
     """rioxarray gives an array without coordinates (or of one row or column) GDAL's identity
     transform, whose rows run "north": read as unreferenced, as without rioxarray, not
