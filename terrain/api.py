@@ -147,10 +147,14 @@ def _declared_transform(da):
 
 def _thin_geotransform(da):
     """The geotransform that the coordinates of a DataArray of one row or one column say
-    (neither rioxarray nor :func:`_geotransform` places it), for its orientation only: the
-    step of each dimension with two coordinates or more, 1 (x) or -1 (y) for one with a
-    single coordinate, as its cell size is taken (:func:`_cellsize_of`); None without
-    coordinates. A column whose y ascends runs north as a grid's rows do."""
+    (neither rioxarray nor :func:`_geotransform` places it), for its orientation and to
+    compare it with another raster's grid (not to place points: the axis of one coordinate
+    has no known step): the step of each dimension with two coordinates or more, 1 (x) or
+    -1 (y) for one with a single coordinate, as its cell size is taken
+    (:func:`_cellsize_of`); None without coordinates (or for no DataArray). A column whose
+    y ascends runs north as a grid's rows do."""
+    if da is None:
+        return None
     gt = []
     for dim, unit in ((da.dims[1], 1.0), (da.dims[0], -1.0)):
         c = da.coords[dim].values if dim in da.coords else None
@@ -281,7 +285,7 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         geo = (_unreferenced_grid(da, where)
                or Georef(_cellsize_of(da), _crs_of(da), None, da, None, where,
                          unit_of(da.attrs)))
-        gt = _geotransform(geo, values.shape) or _thin_geotransform(da)
+        gt = _geotransform(geo, values.shape) or _thin_geotransform(geo.template)
         if gt is not None:  # y ascending: the rows run north; x descending: columns west
             dim, order = (da.dims[0], "ascending") if gt[5] > 0 else (da.dims[1], "descending")
             check_north_up(gt, where, f"reverse the axis first (da.isel({dim}=slice(None, "
@@ -407,7 +411,8 @@ def _on_grid(raster, shape, dem_geo, name, dtype=np.float32):
     if values.shape != tuple(shape):
         raise InputError(f"{geo.where}: {values.shape[0]} x {values.shape[1]} cells, the DEM "
                          f"{shape[0]} x {shape[1]}")
-    mine, dems = _geotransform(geo, shape), _geotransform(dem_geo, shape)
+    mine, dems = (_geotransform(g, shape) or _thin_geotransform(g.template)
+                  for g in (geo, dem_geo))
     if mine is not None and dems is not None:
         step = max(abs(dems[1]), abs(dems[5]), abs(dems[2]), abs(dems[4]))
         if not np.allclose(mine, dems, rtol=0, atol=1e-6 * step):

@@ -260,6 +260,28 @@ def test_a_dataarray_of_one_column_or_row_not_north_up_is_refused(flipped):
     np.testing.assert_array_equal(terrain.flow(north_up, backend="cpu").direction.values, want)
 
 
+def test_a_friction_or_weights_of_one_row_elsewhere_is_not_on_the_dems_grid():
+    """A friction (weights) DataArray of one row 1000 m east of the DEM's row was taken as on
+    its grid (neither had a geotransform, one coordinate on y): refused as a grid of several
+    rows is; one on the DEM's coordinates is computed, its distances the oracle's."""
+    import xarray as xr
+
+    import terrain
+    from oracles import csr_graph, oracle_distance
+    x = 5.0 + 10.0 * np.arange(6)
+    dem = xr.DataArray(np.zeros((1, 6), np.float32), dims=("y", "x"), coords={"y": [5.0], "x": x})
+    f = np.random.default_rng(4).uniform(1, 3, (1, 6)).astype(np.float32)
+    away = xr.DataArray(f, dims=("y", "x"), coords={"y": [5.0], "x": x + 1000})
+    assert np.abs(away.x.values - dem.x.values).min() > 10  # the oracle: no column shared
+    with pytest.raises(terrain.InputError, match=r"^friction \(DataArray\): not on the DEM's "):
+        terrain.cost_distance(dem, [(0, 0)], friction=away)
+    with pytest.raises(terrain.InputError, match=r"^weights \(DataArray\): not on the DEM's "):
+        terrain.flow(dem, weights=away)
+    got = terrain.cost_distance(dem, [(0, 0)], friction=away.assign_coords(x=x), backend="cpu")
+    want = oracle_distance(csr_graph(dem.values, "friction", f, dx=10.0, dy=1.0), (1, 6), [(0, 0)])
+    np.testing.assert_allclose(got.distance.values, want, rtol=1e-12)
+
+
 def test_a_dataarray_whose_coordinates_do_not_advance_is_refused():
     """Coordinates that repeat (a step of 0) place every cell on one line: the cell size
     taken from them was 0, and without rioxarray loaded the default 1 (a cost distance of
