@@ -259,7 +259,8 @@ def check_outputs(inputs, outputs, overwrite=False):
         Naming the output: it is ``-`` or a stream (a device, FIFO or socket), it is,
         contains or lies inside an input, is named twice, exists
         without ``overwrite`` (or is a directory but no store), has no writable
-        directory, or a name that leaves no room for its partial's; or naming an input that is not a regular file or a directory.
+        directory, or a name that leaves no room for its partial's; or naming an input
+        that is not a regular file or a directory.
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
     for given, _ in ins:
