@@ -7,13 +7,14 @@ and tile stores: each gets a row, its run says what it makes of it) or manifest 
 (``.lst``/``.list``, or a ``.txt`` that is not an ASCII grid: one path a line, ``#``
 comments). The files run one after the other on one scheduler, each as its own graph; every
 file gets a line in ``OUTDIR/manifest.json`` and ``.csv`` (``done``, ``failed`` or
-``skipped``; ``pending`` before its run), written atomically before the first file and after
-each. A rerun skips files whose output is there
+``skipped``; ``pending`` before its run), written atomically before the first file and at
+the end; each file's row is appended to :data:`JOURNAL` as it finishes. A rerun skips files whose output is there
 and whose input and parameters (:func:`_file_params`) are unchanged. Exit status 1 when any
 file failed. New batch commands add one entry to :data:`RUNNERS`; options that hold for every
 file are checked before any runs (:data:`CHECKS`). Design: docs/scale.md, "Batches".
 """
 
+import contextlib
 import csv
 import glob
 import io
@@ -23,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from terrain.io.outputs import (OutputExists, atomic_output, hold_lock, input_identity, json_text,
-                                 real_path)
+from terrain.io.outputs import (DISK_FULL, OutputExists, atomic_output, hold_lock, input_identity,
+                                 json_text, real_path)
 from terrain.io.remote import is_url
 from terrain.errors import InputError, cannot_read
 from terrain.grid.edges import check_connectivity
@@ -318,6 +319,60 @@ def _write_manifest(outdir, command, rows, earlier=()):
             tmp.write_text(body, errors="surrogateescape")
 
 
+#: beside the manifest, each finished file's row as a line of JSON, appended as the file
+#: finishes: the record a rerun after a kill reads. The manifest is a whole document,
+#: whose rewrite takes longer the more files the batch has.
+JOURNAL = ".manifest.journal"
+#: during a batch the manifest is rewritten once its files have taken this many times as
+#: long as its last write took: a file of seconds gets its row there at once, thousands of
+#: small files do not spend their time rewriting it (their rows are in the journal)
+REWRITE_RATIO = 50
+
+
+class _Manifest:
+    """OUTDIR's manifest during a batch: ``rows`` (one per file, ``pending`` until it
+    finishes) written before the first file, each finished row appended to the
+    :data:`JOURNAL` at once, the manifest rewritten as :data:`REWRITE_RATIO` says and at the
+    end (a stop by a signal too), when the journal goes."""
+
+    def __init__(self, outdir, command, rows, earlier):
+        self.outdir, self.command, self.rows, self.earlier = outdir, command, rows, earlier
+        self.write()  # the journal a killed batch left is in it now (:func:`_previous`)
+        try:
+            self.journal = os.open(outdir / JOURNAL,
+                                   os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        except OSError as e:
+            raise InputError(f"{outdir / JOURNAL}: cannot write it ({e.strerror})") from None
+
+    def write(self):
+        start = time.perf_counter()
+        _write_manifest(self.outdir, self.command, self.rows, self.earlier)
+        self.written = time.perf_counter()
+        self.write_seconds = self.written - start
+
+    def record(self, n, row):
+        """The ``n``-th file's row, as it finished."""
+        self.rows[n] = row
+        line = (json_text(row) + "\n").encode()  # ASCII: JSON escapes the rest
+        try:
+            os.write(self.journal, line)  # one write: a kill leaves the line whole or none
+        except OSError as e:
+            if e.errno in DISK_FULL:
+                raise InputError(f"{self.outdir / JOURNAL}: {e.strerror} in {self.outdir}; "
+                                 "its last file not recorded") from None
+            raise
+        if time.perf_counter() - self.written >= REWRITE_RATIO * self.write_seconds:
+            self.write()
+
+    def close(self):
+        """The manifest with every row as it is now; the journal, then in it, removed."""
+        try:
+            self.write()
+            os.unlink(self.outdir / JOURNAL)
+        finally:
+            os.close(self.journal)
+
+
 def _check_manifests(outdir, overwrite):
     """:class:`InputError` for a ``manifest.json`` or ``.csv`` in OUTDIR that is not a
     batch's (a user's own file of that name), which the batch would replace, unless
@@ -340,14 +395,23 @@ def _check_manifests(outdir, overwrite):
 
 def _previous(outdir):
     """resolved input path -> row of the last run's manifest (with the earlier rows it kept),
-    or {}: an input spelt another way (absolute, from another folder) is the same file."""
+    or {}: an input spelt another way (absolute, from another folder) is the same file. The
+    rows of the :data:`JOURNAL` a killed batch left are newer than its manifest's."""
     try:
         doc = json.loads((outdir / "manifest.json").read_text())
         rows = list(doc.get("earlier", [])) + list(doc.get("files", []))
-        return {row.get("real_input") or row["input"]: row
-                for row in rows if isinstance(row, dict) and "input" in row}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+    except (OSError, ValueError, TypeError, AttributeError):
+        rows = []
+    try:
+        with open(outdir / JOURNAL, "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            rows.append(json.loads(line))
+    return {row.get("real_input") or row["input"]: row
+            for row in rows if isinstance(row, dict) and "input" in row}
 
 
 def _owners(previous):
@@ -500,8 +564,23 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, e
                and _made_output(row)
                and Path(row.get("real_output") or row.get("output") or "").exists()]
     # every file recorded before the first starts: a batch killed in it leaves its manifest
-    _write_manifest(outdir, command, [_not_yet(previous, f, o) for f, o in zip(files, outputs)],
-                    earlier)
+    manifest = _Manifest(outdir, command,
+                         [_not_yet(previous, f, o) for f, o in zip(files, outputs)], earlier)
+    try:
+        rows = _run_each(command, runner, files, outputs, args, inner, progress, explain,
+                         previous, owners, manifest)
+    finally:
+        manifest.close()
+    failed = sum(r["status"] == "failed" for r in rows)
+    progress(f"batch {command}: {len(rows) - failed} of {len(rows)} done, {failed} failed, "
+             f"in {time.perf_counter() - t_batch:.2f} s; manifest {outdir / 'manifest.json'}")
+    return rows
+
+
+def _run_each(command, runner, files, outputs, args, inner, progress, explain, previous,
+              owners, manifest):
+    """:func:`_run_files`'s files, one after the other, each row in ``manifest`` as it
+    finishes; returns the rows."""
     rows = []
     for n, (inp, out) in enumerate(zip(files, outputs), 1):
         ident = list(input_identity(inp))
@@ -559,12 +638,7 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, e
             progress(f"{tag}: {row['status']} in {row['seconds']:.2f} s"
                      + (f": {row['error']}" if row["error"] else f" -> {out}"))
         rows.append(row)
-        _write_manifest(outdir, command, rows + [_not_yet(previous, f, o)
-                                                 for f, o in zip(files[n:], outputs[n:])],
-                        earlier)
-    failed = sum(r["status"] == "failed" for r in rows)
-    progress(f"batch {command}: {len(rows) - failed} of {len(rows)} done, {failed} failed, "
-             f"in {time.perf_counter() - t_batch:.2f} s; manifest {outdir / 'manifest.json'}")
+        manifest.record(n - 1, row)
     return rows
 
 

@@ -3,13 +3,15 @@
 import csv
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
 
-from cli import assert_one_line_error, run_killed, run_terrain
+from cli import assert_one_line_error, child_env, run_killed, run_terrain
 
 from terrain.io import read_grid
 
@@ -535,10 +537,11 @@ def test_an_interrupted_batch_keeps_the_records_of_the_files_it_did_not_reach(tm
     argv = ("batch", "ingest", "d", "-o", "out", "--tile", "16", "--scheduler", "synchronous")
     assert run_terrain(*argv, cwd=tmp_path).returncode == 0
     write_synth(d / "a.asc", 20, 30, seed=3)
+    # killed as b's output is checked, a's row recorded
     run_killed([a.replace("d", str(d)).replace("out", str(tmp_path / "out")) if a in ("d", "out")
-                else a for a in argv], "pipelines.batch", "_write_manifest", 2)
+                else a for a in argv], "pipelines.batch", "_damage", 1)
     rows = _manifest(tmp_path / "out")
-    assert [rows[n]["status"] for n in ("a.asc", "b.asc", "c.asc")] == ["done", "done", "done"]
+    assert [rows[n]["status"] for n in ("b.asc", "c.asc")] == ["done", "done"]
     proc = run_terrain(*argv, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert [r["status"] for r in _manifest(tmp_path / "out").values()] == ["skipped"] * 3
@@ -546,6 +549,70 @@ def test_an_interrupted_batch_keeps_the_records_of_the_files_it_did_not_reach(tm
                        "synchronous", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert [r["status"] for r in _manifest(tmp_path / "out").values()] == ["skipped"] * 3
+
+
+def test_many_files_rewrite_the_manifest_a_few_times_not_once_a_file(tmp_path, monkeypatch,
+                                                                     capsys):
+    """1200 missing inputs took 169 s: the whole manifest was rewritten after every file, a
+    write that grows with the number of files. Each file's row goes to the journal as it
+    finishes now; the manifest is rewritten a few times, and at the end holds every row."""
+    import pipelines.batch as batch
+    from cli import run_main
+    n = 300
+    (tmp_path / "list.lst").write_text("".join(f"nowhere/m{i:03d}.asc\n" for i in range(n)))
+    writes, write = [], batch._write_manifest
+    monkeypatch.setattr(batch, "_write_manifest",
+                        lambda *a, **k: (writes.append(len(a[2])), write(*a, **k)))
+    rc, _, err = run_main(capsys, "batch", "ingest", tmp_path / "list.lst", "-o",
+                          tmp_path / "out")
+    assert rc == 1, err
+    assert 2 <= len(writes) < n // 10, len(writes)
+    rows = _manifest(tmp_path / "out")
+    assert sorted(rows) == [f"m{i:03d}.asc" for i in range(n)]
+    assert all(r["status"] == "failed" and "no such file" in r["error"] for r in rows.values())
+    assert sorted(os.listdir(tmp_path / "out")) == ["manifest.csv", "manifest.json"]
+
+
+def test_a_killed_batch_keeps_the_row_of_every_file_it_finished(tmp_path):
+    """SIGKILLed in its fifth file, the manifest not rewritten since the first: the rerun
+    skips the four files the journal recorded and runs the rest, into the stores a batch
+    that was not killed makes."""
+    from terrain.io import write_synth
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(7):
+        write_synth(d / f"g{i}.asc", 20, 30, seed=i)
+    argv = ["batch", "ingest", str(d), "-o", str(tmp_path / "out"), "--tile", "16",
+            "--scheduler", "synchronous"]
+    code = f"""
+import os
+import pipelines.batch as batch, pipelines.ingest as ingest_mod
+batch.REWRITE_RATIO = float("inf")
+ingest, calls = ingest_mod.ingest, []
+def ingest_or_die(*a, **k):
+    calls.append(1)
+    if len(calls) == 5:
+        os._exit(9)
+    return ingest(*a, **k)
+ingest_mod.ingest = ingest_or_die
+from terrain.run import main
+main({argv!r})
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=300)
+    assert proc.returncode == 9, proc.stderr
+    assert {r["status"] for r in _manifest(tmp_path / "out").values()} == {"pending"}
+    proc = run_terrain(*argv, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert [rows[f"g{i}.asc"]["status"] for i in range(7)] == ["skipped"] * 4 + ["done"] * 3
+    whole = ["batch", "ingest", str(d), "-o", str(tmp_path / "whole"), "--tile", "16",
+             "--scheduler", "synchronous"]
+    assert run_terrain(*whole, cwd=tmp_path).returncode == 0
+    for i in range(7):
+        a = zarr.open_group(tmp_path / "out" / f"g{i}.zarr", mode="r")["elevation"][...]
+        b = zarr.open_group(tmp_path / "whole" / f"g{i}.zarr", mode="r")["elevation"][...]
+        np.testing.assert_array_equal(a, b)
 
 
 def test_a_damaged_output_is_not_skipped_as_done(tmp_path):
