@@ -14,6 +14,7 @@ file failed. New batch commands add one entry to :data:`RUNNERS`; options that h
 file are checked before any runs (:data:`CHECKS`). Design: docs/scale.md, "Batches".
 """
 
+import collections
 import contextlib
 import csv
 import glob
@@ -287,7 +288,8 @@ def _output_names(files, outdir, suffix):
 
     def count(names):
         folded = [n.casefold() for n in names]
-        return [folded.count(n) for n in folded]
+        counts = collections.Counter(folded)
+        return [counts[n] for n in folded]
 
     def hashed(f):
         return f"{f.stem}-{hashlib.sha256(os.fsencode(real_path(f))).hexdigest()[:8]}"
@@ -433,18 +435,29 @@ def _other_owner(owners, inp, out):
     return source
 
 
-def _check_outdir(outdir, files):
+def _folders_holding(files):
+    """Resolved folder -> the first of ``files`` inside it, for :func:`_check_outdir` (one
+    look-up an output folder, not one a file)."""
+    holding = {}
+    for f in files:
+        for folder in real_path(f).parents:
+            holding.setdefault(folder, f)
+    return holding
+
+
+def _check_outdir(outdir, holding):
     """Refuse an OUTDIR that is not a directory, whose parent is missing, or that is or holds
-    an input: before the scheduler starts, so a refused batch leaves nothing behind."""
+    an input (``holding``: :func:`_folders_holding` of the inputs): before the scheduler
+    starts, so a refused batch leaves nothing behind."""
     if is_url(str(outdir)):  # a URL is no folder: Path() would make s3:/b/x of it
         raise InputError(f"{outdir}: a batch writes into a local folder (its outputs, "
                          "manifest and lock); run the command for each file to write at a URL")
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"{outdir}: exists and is not a directory")
-    for f in files:
-        if real_path(outdir) in real_path(f).parents:
-            raise InputError(f"{outdir}: output folder would contain the input {f}")
+    inside = holding.get(real_path(outdir))
+    if inside is not None:
+        raise InputError(f"{outdir}: output folder would contain the input {inside}")
     if not outdir.exists():
         parent = real_path(outdir).parent
         if not parent.is_dir():
@@ -475,7 +488,8 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say, expla
         CHECKS[command](args)
     files = expand_inputs(specs)
     check_tile_size(args.tile)  # shared by every file: refused once, not once a file
-    outdir = _check_outdir(outdir, files)
+    holding = _folders_holding(files)
+    outdir = _check_outdir(outdir, holding)
     _check_manifests(outdir, args.overwrite)
     # the files' GeoTIFF folders DIR/<stem> lie in DIR, checked and made as OUTDIR is; a
     # template's folders (made by each file's run) are checked here, so a missing parent is
@@ -483,9 +497,9 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say, expla
     tifs = getattr(args, "geotiff_dir", None)
     if tifs is not None and "{stem}" in tifs:
         for f in files:
-            _check_outdir(_geotiff_dir(args, f), files)
+            _check_outdir(_geotiff_dir(args, f), holding)
         tifs = None
-    tifs = None if tifs is None else _check_outdir(tifs, files)
+    tifs = None if tifs is None else _check_outdir(tifs, holding)
     outputs = _output_names(files, outdir, suffix)
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
