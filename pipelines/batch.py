@@ -367,9 +367,12 @@ class _Manifest:
             self.write()
 
     def close(self):
-        """The manifest with every row as it is now; the journal, then in it, removed."""
+        """The manifest with every row as it is now (a batch stopped by a signal's too);
+        the journal, then in it, removed."""
+        from terrain.startup import stop_set_aside
         try:
-            self.write()
+            with stop_set_aside():
+                self.write()
             os.unlink(self.outdir / JOURNAL)
         finally:
             os.close(self.journal)

@@ -31,7 +31,8 @@ from pathlib import Path
 
 __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_threshold",
            "trim_free_memory", "quick_exit", "terminate_raises", "raise_if_stopped",
-           "signals_held", "raise_held", "printable_streams", "numba_cache_for_run"]
+           "stop_set_aside", "signals_held", "raise_held", "printable_streams",
+           "numba_cache_for_run"]
 
 
 class Terminated(BaseException):
@@ -71,6 +72,19 @@ def raise_if_stopped():
     it): for one whose exception a callback from C dropped."""
     if _received:
         raise _stop_exception(_received[0])
+
+
+@contextlib.contextmanager
+def stop_set_aside():
+    """Within the block, a stop already received does not refuse outputs
+    (:func:`raise_if_stopped`): for the record of what a stopped run finished (a batch's
+    manifest), written as it stops."""
+    held = _received[:]
+    _received.clear()
+    try:
+        yield
+    finally:
+        _received[:0] = held
 
 
 @contextlib.contextmanager

@@ -634,6 +634,43 @@ main({argv!r})
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_batch_stopped_by_a_signal_records_every_file_it_finished(tmp_path, signum):
+    """Stopped in its fourth file, the manifest not rewritten since the first: it is written
+    as the batch stops (the stop refused every output, the manifest's too, leaving the rows
+    in the journal only), and the rerun runs the files not done."""
+    from terrain.io import write_synth
+    for i in range(6):
+        write_synth(tmp_path / f"g{i}.asc", 20, 30, seed=i)
+    argv = ["batch", "ingest", *(str(tmp_path / f"g{i}.asc") for i in range(6)), "-o",
+            str(tmp_path / "out"), "--tile", "16", "--scheduler", "synchronous"]
+    code = f"""
+import os, signal
+import pipelines.batch as batch, pipelines.ingest as ingest_mod
+batch.REWRITE_RATIO = float("inf")
+ingest, calls = ingest_mod.ingest, []
+def ingest_or_stop(*a, **k):
+    calls.append(1)
+    if len(calls) == 4:
+        os.kill(os.getpid(), signal.{signum})
+    return ingest(*a, **k)
+ingest_mod.ingest = ingest_or_stop
+from terrain.run import main
+raise SystemExit(main({argv!r}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=300)
+    assert proc.returncode not in (0, 1, 2), proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert [rows[f"g{i}.asc"]["status"] for i in range(6)] == ["done"] * 3 + ["pending"] * 3
+    assert sorted(os.listdir(tmp_path / "out")) == ["g0.zarr", "g1.zarr", "g2.zarr",
+                                                   "manifest.csv", "manifest.json"]
+    proc = run_terrain(*argv, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert [rows[f"g{i}.asc"]["status"] for i in range(6)] == ["skipped"] * 3 + ["done"] * 3
+
+
 def test_a_damaged_output_is_not_skipped_as_done(tmp_path):
     """A shard of an earlier batch's output deleted: the rerun said 'skipped (done by an
     earlier run)'; it fails, saying what is missing, and --overwrite redoes it."""
