@@ -8,10 +8,11 @@ and tile stores: each gets a row, its run says what it makes of it) or manifest 
 comments). The files run one after the other on one scheduler, each as its own graph; every
 file gets a line in ``OUTDIR/manifest.json`` and ``.csv`` (``done``, ``failed`` or
 ``skipped``; ``pending`` before its run), written atomically before the first file and at
-the end; each file's row is appended to :data:`JOURNAL` as it finishes. A rerun skips files whose output is there
-and whose input and parameters (:func:`_file_params`) are unchanged. Exit status 1 when any
-file failed. New batch commands add one entry to :data:`RUNNERS`; options that hold for every
-file are checked before any runs (:data:`CHECKS`). Design: docs/scale.md, "Batches".
+the end; each file's row is appended to :data:`JOURNAL` as it finishes. A rerun skips files
+whose output is there and whose input and parameters (:func:`_file_params`) are unchanged.
+Exit status 1 when any file failed. New batch commands add one entry to :data:`RUNNERS`;
+options that hold for every file are checked before any runs (:data:`CHECKS`). Design:
+docs/scale.md, "Batches".
 """
 
 import collections
