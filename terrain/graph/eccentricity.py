@@ -550,9 +550,11 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
 def _finite_edges(g):
     """``g`` without its edges of infinite weight: a search never takes them (the vertices
     they alone join are unreached), so they join no component either."""
-    if g.weights is None or g.weights.dtype.kind != "f" or np.isfinite(g.weights).all():
+    if g.weights is None or g.weights.dtype.kind != "f":
         return g
     keep = np.isfinite(g.weights)
+    if keep.all():
+        return g
     rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
     indptr = np.zeros(g.n + 1, np.int64)
     np.cumsum(np.bincount(rows[keep], minlength=g.n), out=indptr[1:])

@@ -150,23 +150,21 @@ def _check_directory(out, real):
     os.unlink(probe)
 
 
-#: what the names written beside an output add to its own: ``.NAME.partial-KEY`` (the
-#: longest; ``.NAME.old-KEY`` alike, ``.NAME.lock`` and ``.NAME.trash-HEX`` shorter)
-PARTIAL_NAME_EXTRA = len(".") + len(".partial-") + 16
-
-
 def _check_name_length(out, real):
-    """The output's name leaves room for the partial output's beside it, which the file
-    system would refuse (``File name too long``) only once the run got to it."""
+    """The output's name leaves room for the partial output's beside it
+    (:func:`partial_path`: the longest name written there; ``.NAME.old-KEY`` alike,
+    ``.NAME.lock`` and ``.NAME.trash-HEX`` shorter), which the file system would refuse
+    (``File name too long``) only once the run got to it."""
     try:
         most = os.pathconf(real.parent, "PC_NAME_MAX")
     except (OSError, ValueError):
         most = 255
     size = len(os.fsencode(real.name))
-    if size + PARTIAL_NAME_EXTRA > most:
+    extra = len(os.fsencode(partial_path(real, "0" * 64).name)) - size
+    if size + extra > most:
         raise InputError(f"{out}: name too long: {size} bytes, where {real.parent} takes names "
                          f"of {most}, and the partial output written beside it adds "
-                         f"{PARTIAL_NAME_EXTRA} (at most {most - PARTIAL_NAME_EXTRA})")
+                         f"{extra} (at most {most - extra})")
 
 
 class OutputExists(InputError):
