@@ -592,6 +592,28 @@ def test_a_folder_per_file_is_checked_without_comparing_every_file_with_every_ot
     assert len(resolved) < 20 * n, len(resolved)
 
 
+def _batch_stopped_in_file(argv, nth, stop):
+    """The batch ``argv`` run in a child whose ``nth`` file's ingest first runs ``stop`` (a
+    statement: a kill, a signal), the manifest never rewritten between its first and last
+    writes; the finished process."""
+    code = f"""
+import os, signal
+import pipelines.batch as batch, pipelines.ingest as ingest_mod
+batch.REWRITE_RATIO = float("inf")
+ingest, calls = ingest_mod.ingest, []
+def ingest_or_stop(*a, **k):
+    calls.append(1)
+    if len(calls) == {nth}:
+        {stop}
+    return ingest(*a, **k)
+ingest_mod.ingest = ingest_or_stop
+from terrain.run import main
+raise SystemExit(main({argv!r}))
+"""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=300)
+
+
 def test_a_killed_batch_keeps_the_row_of_every_file_it_finished(tmp_path):
     """SIGKILLed in its fifth file, the manifest not rewritten since the first: the rerun
     skips the four files the journal recorded and runs the rest, into the stores a batch
@@ -603,22 +625,7 @@ def test_a_killed_batch_keeps_the_row_of_every_file_it_finished(tmp_path):
         write_synth(d / f"g{i}.asc", 20, 30, seed=i)
     argv = ["batch", "ingest", str(d), "-o", str(tmp_path / "out"), "--tile", "16",
             "--scheduler", "synchronous"]
-    code = f"""
-import os
-import pipelines.batch as batch, pipelines.ingest as ingest_mod
-batch.REWRITE_RATIO = float("inf")
-ingest, calls = ingest_mod.ingest, []
-def ingest_or_die(*a, **k):
-    calls.append(1)
-    if len(calls) == 5:
-        os._exit(9)
-    return ingest(*a, **k)
-ingest_mod.ingest = ingest_or_die
-from terrain.run import main
-main({argv!r})
-"""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=child_env(), timeout=300)
+    proc = _batch_stopped_in_file(argv, 5, "os._exit(9)")
     assert proc.returncode == 9, proc.stderr
     assert {r["status"] for r in _manifest(tmp_path / "out").values()} == {"pending"}
     proc = run_terrain(*argv, cwd=tmp_path)
@@ -644,22 +651,7 @@ def test_a_batch_stopped_by_a_signal_records_every_file_it_finished(tmp_path, si
         write_synth(tmp_path / f"g{i}.asc", 20, 30, seed=i)
     argv = ["batch", "ingest", *(str(tmp_path / f"g{i}.asc") for i in range(6)), "-o",
             str(tmp_path / "out"), "--tile", "16", "--scheduler", "synchronous"]
-    code = f"""
-import os, signal
-import pipelines.batch as batch, pipelines.ingest as ingest_mod
-batch.REWRITE_RATIO = float("inf")
-ingest, calls = ingest_mod.ingest, []
-def ingest_or_stop(*a, **k):
-    calls.append(1)
-    if len(calls) == 4:
-        os.kill(os.getpid(), signal.{signum})
-    return ingest(*a, **k)
-ingest_mod.ingest = ingest_or_stop
-from terrain.run import main
-raise SystemExit(main({argv!r}))
-"""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=child_env(), timeout=300)
+    proc = _batch_stopped_in_file(argv, 4, f"os.kill(os.getpid(), signal.{signum})")
     assert proc.returncode not in (0, 1, 2), proc.stderr
     rows = _manifest(tmp_path / "out")
     assert [rows[f"g{i}.asc"]["status"] for i in range(6)] == ["done"] * 3 + ["pending"] * 3
