@@ -167,9 +167,9 @@ def _verify_bfs_file(path, graph_path, sources, fmt="auto"):
 def verify_path(path, graph=None, sources=None, fmt="auto"):
     """Certificate for a result path (see the module docstring); raises InputError."""
     p = Path(path)
+    check_input_file(p)
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
-    check_input_file(p)
     if is_store(p):
         began = input_fingerprints([p])  # before the store is opened
         group = open_group(p, mode="r")

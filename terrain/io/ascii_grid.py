@@ -519,6 +519,7 @@ def _check_size_fits(path, keys, shape, data_bytes, grass):
 def check_readable_file(path):
     """The size of the grid file ``path``; :class:`InputError` when it is missing, a
     directory, a FIFO or a device, unreadable or empty."""
+    check_input_file(path)  # a FIFO or a device (or ``-``): refused before any read
     if not path.exists():
         if str(path).startswith("/vsi"):  # as gdalinfo takes it: no such folder here
             raise InputError(f"{path}: GDAL's virtual file systems (/vsigzip/, /vsizip/, "
@@ -527,7 +528,6 @@ def check_readable_file(path):
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a grid file")
-    check_input_file(path)  # a FIFO or a device: refused before any read
     try:
         size = path.stat().st_size
         with open(path, "rb"):

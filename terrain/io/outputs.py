@@ -305,6 +305,9 @@ def _check_kind(given):
     try:
         mode = os.stat(given).st_mode
     except OSError:
+        if os.fspath(given) == "-":  # the Unix name of standard input, which is a stream
+            raise InputError("-: standard input is not read: terrain reads files and stores, "
+                             "whose size it checks before reading; name a file") from None
         return  # missing: the reader says so, with its own words
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)

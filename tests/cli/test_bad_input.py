@@ -1,9 +1,10 @@
 """Every bad input: one line on stderr naming the file (and line), exit 2, nothing written."""
 
+import os
 from pathlib import Path
 
 import pytest
-from cli import HEADER, ROWS, assert_one_line_error, run_terrain
+from cli import HEADER, ROWS, SAMPLE, assert_one_line_error, run_terrain
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -239,6 +240,25 @@ def test_a_pipe_as_dev_stdin_is_refused_as_a_fifo(tmp_path, argv):
                               timeout=60)
     assert_one_line_error(proc, "terrain: /dev/stdin: not a regular file (a FIFO)")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv", [["mst", "-", "-o", "x.zarr"], ["ingest", "-", "-o", "x.zarr"],
+                                  ["fill", "-", "-o", "f.zarr"], ["verify", "-"],
+                                  ["bfs", "-", "--source", "1"],
+                                  ["cost-distance", "dem.asc", "--sources", "-", "-o", "c.zarr"]])
+def test_a_dash_for_standard_input_is_refused_as_a_stream(tmp_path, argv):
+    """``zcat dem.asc.gz | terrain mst - -o x.zarr``: ``-`` is the Unix name of standard
+    input, which the readers took for a file of that name: ``-: no such file``. Now one line
+    saying standard input is not read, as ``/dev/stdin`` is refused; a file named ``-`` is
+    still read as a file (the second run)."""
+    import shutil
+    shutil.copy(SAMPLE, tmp_path / "dem.asc")
+    proc = run_terrain(*argv, cwd=tmp_path, timeout=60)
+    assert_one_line_error(proc, "terrain: -: standard input is not read")
+    assert sorted(os.listdir(tmp_path)) == ["dem.asc"]
+    if argv[0] == "mst":
+        shutil.copy(SAMPLE, tmp_path / "-")
+        assert run_terrain(*argv, cwd=tmp_path, timeout=120).returncode == 0
 
 
 # GeoJSON sources (terrain/io/points.py): each bad document one line naming the file
