@@ -1,5 +1,5 @@
 """``terrain batch ingest|mst|cost-distance|fill|flow INPUTS... -o OUTDIR``: one command over many
-rasters, one cluster.
+rasters, one scheduler.
 
 Inputs are globs (expanded here: quote them; a raster's companion files,
 :data:`SIDECAR_SUFFIXES`, left out), directories (their raster files, links to missing ones
@@ -515,7 +515,8 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say, expla
         # one batch at a time in a folder: two at once would clash output by output and
         # rewrite each other's manifest
         with hold_lock(outdir / "batch", "another terrain batch is writing into this "
-                                         "folder", shown=outdir), open_scheduler(scheduler):
+                                         "folder", shown=outdir), \
+                open_scheduler(scheduler, cells=None if scheduler else _largest_cells(files)):
             return _run_files(command, runner, files, outputs, outdir, args, inner,
                               progress, explain, t_batch)
     except BaseException:
@@ -523,6 +524,33 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say, expla
             if d.is_dir() and not any(d.iterdir()):  # a folder of ours with nothing in it
                 d.rmdir()  # (a bad scheduler's address leaves none)
         raise
+
+
+def _largest_cells(files):
+    """The cells of the batch's largest grid (headers read), or None when one is larger than
+    :data:`pipelines.cluster.DASHBOARD_MIN_CELLS` (a file its reader refuses does no work:
+    its run says why). The default scheduler then follows the largest file as a command of
+    one file would: a batch of small grids runs on threads, where a cluster's start and its
+    per-task overhead cost 1000 grids of 20 x 20 73 s against 49 (docs/performance.md,
+    "batch of many small files")."""
+    import warnings
+
+    from terrain.errors import TerrainWarning
+
+    from ._command import open_input
+    from .cluster import DASHBOARD_MIN_CELLS
+    largest = 0
+    with warnings.catch_warnings():  # a file's own run warns what its header holds
+        warnings.simplefilter("ignore", TerrainWarning)
+        for f in files:
+            try:
+                rows, cols = open_input(f, tile_count=False).shape
+            except InputError:
+                continue
+            largest = max(largest, rows * cols)
+            if largest > DASHBOARD_MIN_CELLS:
+                return None
+    return largest
 
 
 def _made_output(row):

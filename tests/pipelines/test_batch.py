@@ -48,7 +48,7 @@ def _manifest(outdir):
 
 def test_batch_mst_mixed_formats_one_bad_file(tmp_path, rasters):
     proc = run_terrain("batch", "mst", "rasters/*", "-o", "out", "--tile", "64", "--backend",
-                       "cpu", cwd=tmp_path)
+                       "cpu", "--scheduler", "local", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr  # one file failed
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -133,6 +133,33 @@ def test_batch_with_nothing_to_do_is_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_default_scheduler_follows_the_largest_grid(tmp_path, rasters, monkeypatch):
+    """A batch of grids at most DASHBOARD_MIN_CELLS runs on threads, as each file alone
+    would (no cluster's start: 1000 grids of 20 x 20 took 73 s on one, 49 s without), and
+    any larger grid puts the batch on a cluster; a file its reader refuses is no grid. The
+    oracle: rasterio's shapes of the files."""
+    import rasterio
+
+    import pipelines.cluster
+    from pipelines.batch import _largest_cells
+    files = sorted(rasters.iterdir())
+    shapes = []
+    for f in files:
+        if f.name != "broken.asc":
+            with rasterio.open(f) as r:
+                shapes.append(r.width * r.height)
+    cells = max(shapes)
+    assert _largest_cells(files) == cells
+    monkeypatch.setattr(pipelines.cluster, "DASHBOARD_MIN_CELLS", cells - 1)
+    assert _largest_cells(files) is None
+    assert _largest_cells([rasters / "c.grass", rasters / "broken.asc"]) == 12
+    proc = run_terrain("batch", "ingest", "rasters/a.asc", "rasters/b.tif", "-o", "out",
+                       cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "dashboard" not in proc.stderr
+    assert [r["status"] for r in _manifest(tmp_path / "out").values()] == ["done", "done"]
+
+
 CD_SOURCES = ("--source", "502005,4001505", "--source-cell", "10,390")
 
 
@@ -147,7 +174,7 @@ def test_batch_cost_distance_mixed_formats_one_bad_file(tmp_path, rasters):
     lines[200] = lines[200].replace(" ", " x ", 1)  # broken: a bad token on the grid's row 195
     (rasters / "broken.asc").write_text("".join(lines))
     args = ("batch", "cost-distance", "rasters/*", "-o", "out", *CD_SOURCES, "--cost", "tobler",
-            "--connectivity", "16", "--backend", "cpu", "--tile", "64")
+            "--connectivity", "16", "--backend", "cpu", "--tile", "64", "--scheduler", "local")
     proc = run_terrain(*args, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr  # one file failed
     assert "Traceback" not in proc.stderr
