@@ -461,7 +461,7 @@ def build_parser():
     _add_storage_options(p)
 
     p = sub.add_parser("batch", help="run ingest, mst, cost-distance, fill or flow over many "
-                       "rasters on one cluster, with a manifest (OUTDIR/manifest.json, .csv); "
+                       "rasters on one scheduler, with a manifest (OUTDIR/manifest.json, .csv); "
                        "exit 1 if any file failed")
     p.add_argument("what", choices=BATCH_COMMANDS, metavar="|".join(BATCH_COMMANDS),
                    help="the command to run on every input")

@@ -1,4 +1,4 @@
-"""``terrain batch``: mixed formats on one cluster, a manifest, bad files do not stop the rest."""
+"""``terrain batch``: mixed formats on one scheduler, a manifest, bad files do not stop the rest."""
 
 import csv
 import json
