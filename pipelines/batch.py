@@ -531,7 +531,7 @@ def _largest_cells(files):
     :data:`pipelines.cluster.DASHBOARD_MIN_CELLS` (a file its reader refuses does no work:
     its run says why). The default scheduler then follows the largest file as a command of
     one file would: a batch of small grids runs on threads, where a cluster's start and its
-    per-task overhead cost 1000 grids of 20 x 20 73 s against 49 (docs/performance.md,
+    per-task overhead cost 1000 grids of 20 x 20 58 s against 31 (docs/performance.md,
     "batch of many small files")."""
     import warnings
 

@@ -135,7 +135,7 @@ def test_batch_with_nothing_to_do_is_one_line(tmp_path):
 
 def test_default_scheduler_follows_the_largest_grid(tmp_path, rasters, monkeypatch):
     """A batch of grids at most DASHBOARD_MIN_CELLS runs on threads, as each file alone
-    would (no cluster's start: 1000 grids of 20 x 20 took 73 s on one, 49 s without), and
+    would (no cluster's start: 1000 grids of 20 x 20 took 58 s on one, 31 s without), and
     any larger grid puts the batch on a cluster; a file its reader refuses is no grid. The
     oracle: rasterio's shapes of the files."""
     import rasterio
