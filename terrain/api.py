@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, naming_items
+from .errors import InputError, naming_items, warn
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
                         crs_label, crs_wkt, same_crs, unit_of, warn_degrees,
                         warn_unreferenced)
@@ -458,7 +458,13 @@ def _outlet_mask(outlets, z, geo):
                 raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is on nodata")
             mask[r, c] = True
         return mask
-    return np.nan_to_num(_on_grid(outlets, z.shape, geo, "outlets")[0]) != 0
+    mask = np.nan_to_num(_on_grid(outlets, z.shape, geo, "outlets")[0]) != 0
+    lost = mask & np.isnan(z)
+    if lost.any() and not lost[mask].all():  # all of them: the fill refuses the run
+        r, c = np.argwhere(lost)[0]
+        warn(f"outlets: {int(lost.sum())} of its {int(mask.sum())} outlet cells lie on the "
+             f"DEM's nodata and drain nothing (the first at row {r}, column {c})")
+    return mask
 
 
 def raster_like(values, georef, name, attrs=None, nodata=None):
@@ -771,7 +777,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     connectivity : {8, 4}
     outlets : same kinds as ``dem``, or sequence of (row, col), optional
         The cells water leaves by: the non-zero cells of a raster on the DEM's grid, or
-        cells (default: the grid's edge and nodata).
+        cells (default: the grid's edge and nodata). A cell on nodata is refused; a
+        raster's on nodata drain nothing (a warning says how many, an error when all do).
     weights : same kinds as ``dem``, optional
         Per-cell weights (rainfall) to accumulate instead of 1 per cell; NaN counts 0.
     filled : bool
@@ -965,7 +972,8 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
     connectivity : {4, 8}
     outlets : same kinds as ``dem``, or sequence of (row, col), optional
         Non-zero cells of a raster on the DEM's grid, or cells (default: the grid's edge and
-        nodata).
+        nodata). A cell on nodata is refused; a raster's on nodata drain nothing (a
+        warning says how many, an error when all do).
     epsilon : bool
         RichDEM's epsilon fill (flats raised by float32 steps so that every cell drains).
     min_depth, min_area : optional

@@ -138,6 +138,35 @@ def test_outlets_some_of_which_lie_on_nodata_are_said_in_a_warning(tmp_path):
                     f"(the first at row {lost[0][0]}, column {lost[0][1]})") in err, err
 
 
+def test_the_apis_outlet_raster_some_on_nodata_is_said_in_a_warning():
+    """``terrain.fill(dem, outlets=mask)`` (and ``flow``) with two of three outlet cells on
+    nodata dropped them silently, where the command line warns; now the same warning, the
+    first by row-major order (the oracle: NumPy's NaNs of the DEM under the mask), and the
+    filled DEM is the flood from the third alone."""
+    import warnings
+
+    import terrain
+    from terrain.errors import TerrainWarning
+    z = dem("random", (20, 30), 4)
+    z[5:9, 10:15] = z[15, 3] = np.nan
+    mask = np.zeros(z.shape, bool)
+    mask[2, 4] = mask[6, 12] = mask[15, 3] = True
+    lost = np.argwhere(mask & np.isnan(z))
+    for run in (terrain.fill, terrain.flow):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            result = run(z, outlets=mask, backend="cpu")
+        texts = [str(w.message) for w in said if issubclass(w.category, TerrainWarning)]
+        assert texts == [f"outlets: {len(lost)} of its 3 outlet cells lie on the DEM's nodata "
+                         f"and drain nothing (the first at row {lost[0][0]}, column "
+                         f"{lost[0][1]})"], texts
+        if run is terrain.fill:
+            filled = np.asarray(result["filled"])
+    kept = np.zeros(z.shape, np.uint8)
+    kept[2, 4] = 1
+    assert np.array_equal(filled, priority_flood(z, 8, kept), equal_nan=True)
+
+
 def _strict_json(text):
     """``text`` parsed as RFC 8259 JSON: NaN and Infinity refused, as JavaScript refuses them."""
     import json
