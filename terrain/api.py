@@ -702,7 +702,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     if friction is not None:
         f, fgeo = _on_grid(friction, z.shape, geo, "friction")
         f = check_friction(f, name=fgeo.where)
-    cells = [] if sources is None else list(sources)
+    cells = [] if sources is None else _listed(sources, "sources", "(row, col) cells")
     origins = [None] * len(cells)  # a points file's place of each source, for its errors
     if points is not None:
         gt = _geotransform(geo, z.shape)
@@ -716,7 +716,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         else:
             cells += [map_to_cell(*_pair(p, geo.where), gt, z.shape,
                                   what=f"{geo.where}: source", raster_crs=geo.crs is not None)
-                      for p in points]
+                      for p in _listed(points, "points", "(x, y) points or a points file")]
     if not cells:
         raise InputError(f"{geo.where}: no sources given")
     with naming_items("source", origins):
@@ -746,6 +746,16 @@ def _cell_columns(what, cells):
     """``{what}_rows`` and ``{what}_cols`` of ``cells`` ``(row, col)``."""
     rows, cols = zip(*((int(a), int(b)) for a, b in cells)) if len(cells) else ((), ())
     return {f"{what}_rows": list(rows), f"{what}_cols": list(cols)}
+
+
+def _listed(values, name, kind):
+    """``values`` as a list; :class:`InputError` naming ``name`` for what is not a sequence
+    (a single number given for a list of cells)."""
+    try:
+        return list(values)
+    except TypeError:
+        raise InputError(f"{name}: expected a list of {kind}, got {values!r}",
+                         option=name) from None
 
 
 def _flag(value, name):

@@ -3,9 +3,11 @@ terrain.bfs/diameter on SciPy and NetworkX graphs."""
 
 import json
 
+import networkx as nx
 import numpy as np
 import pytest
 import rasterio
+import scipy.sparse as sp
 
 import terrain
 from terrain.errors import InputError
@@ -328,7 +330,7 @@ def test_dataarray_georeference_in_attributes():
     (lambda z: terrain.fill(np.ones((3, 2), np.float32), outlets=np.array([(1, 1), (0, 0),
                                                                            (2, 0)])),
      "could be cells or a mask"),
-    (lambda z: terrain.diameter(__import__("networkx").path_graph(9), effective=-3),
+    (lambda z: terrain.diameter(nx.path_graph(9), effective=-3),
      "^effective -3: the sources to sample"),
     # each raster named as the parameter it was given as
     (lambda z: terrain.cost_distance(z, [(0, 0)], friction=-np.ones(z.shape)),
@@ -719,3 +721,41 @@ def test_a_dataarray_of_a_raster_without_geotransform_is_its_files_grid(tmp_path
         warnings.simplefilter("error", terrain.TerrainWarning)
         bare = terrain.fill(xr.DataArray(z, dims=("y", "x")), backend="cpu")
     assert np.array_equal(bare.filled.values, want.filled.values, equal_nan=True)
+
+
+@pytest.mark.parametrize("call, option, said", [
+    (lambda: terrain.sssp(sp.csr_array(np.ones((2, 3))), 0),
+     None, "matrix: an adjacency matrix must be square, got 2 x 3"),
+    (lambda: terrain.bfs((np.array([0, 1, 2]), np.array([1, 7])), 0),
+     None, "arrays: indices must be vertex numbers 0..1"),
+    (lambda: terrain.sssp((np.array([0, 1, 2]), np.array([1, 0]), np.array([1.0])), 0),
+     None, r"arrays: \(1,\) weights for 2 indices"),
+    (lambda: terrain.bfs((np.array([0.0, 1.0]), np.array([0])), 0),
+     None, "arrays: indptr and indices must be integer arrays"),
+    (lambda: terrain.sssp(nx.Graph([(0, 1, {"weight": "far"})]), 0),
+     None, "networkx graph: edge weights must be integers or real numbers"),
+    (lambda: terrain.sssp(nx.path_graph(3), 0, algorithm="bellman"),
+     "algorithm", "algorithm 'bellman': not one of auto, dijkstra, crauser, delta"),
+    (lambda: terrain.diameter(nx.path_graph(3), weighted=True,
+                              algorithm="bellman"),
+     "algorithm", "algorithm 'bellman': not one of"),
+    (lambda: terrain.sssp(nx.path_graph(3), 0, algorithm="delta",
+                          delta="wide"),
+     "delta", "delta must be a number > 0, got 'wide'"),
+    (lambda: terrain.cost_distance(dem(), 3), "sources",
+     "sources: expected a list of \\(row, col\\) cells, got 3"),
+    (lambda: terrain.cost_distance(
+        xr.DataArray(dem(), dims=("y", "x"), coords={"y": 5.0 + 10 * np.arange(40)[::-1],
+                                                     "x": 5.0 + 10 * np.arange(33)}),
+        points=5),
+     "points", "points: expected a list of \\(x, y\\) points or a points file, got 5"),
+])
+def test_bad_arguments_are_input_errors_that_name_them(call, option, said):
+    """What a caller got wrong is an InputError (a ValueError) naming the argument: a graph
+    of the wrong shape or weights, an unknown algorithm, a number where a list belongs. They
+    were ValueErrors naming internal functions (``as_graph:``, ``build_csr:``), a TypeError
+    (``'int' object is not iterable``), or, for the weighted diameter's algorithm, a crash
+    deep in the search (``int() argument must be ... not 'NoneType'``)."""
+    with pytest.raises(InputError, match=said) as e:
+        call()
+    assert e.value.option == option

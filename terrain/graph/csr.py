@@ -242,6 +242,9 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
             # widened to int64 they would wrap round to negative weights
             raise InputError(f"{name}: edge weight {int(w.max())} is beyond int64 (at most "
                              f"{np.iinfo(np.int64).max}); give such weights as reals")
+        if w.dtype.kind not in "iubf":  # a matrix's or a networkx graph's, as given
+            raise InputError(f"{name}: edge weights must be integers or real numbers, got "
+                             f"{w.dtype}")
         w = w.astype(weight_dtype(w.dtype), copy=False)
     directed = bool(directed)
     if u.dtype != np.int64 or v.dtype != np.int64:
@@ -304,11 +307,11 @@ def _check_csr(indptr, indices, where="graph"):
     indptr = np.asarray(indptr)
     indices = np.asarray(indices)
     if indptr.ndim != 1 or indptr.size < 1 or indices.ndim != 1:
-        raise ValueError(f"{where}: indptr and indices must be 1-D, indptr non-empty")
+        raise InputError(f"{where}: indptr and indices must be 1-D, indptr non-empty")
     if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
-        raise ValueError(f"{where}: indptr and indices must be integer arrays")
+        raise InputError(f"{where}: indptr and indices must be integer arrays")
     if indptr[0] != 0 or indptr[-1] != indices.size or np.any(np.diff(indptr) < 0):
-        raise ValueError(f"{where}: indptr must rise from 0 to len(indices)")
+        raise InputError(f"{where}: indptr must rise from 0 to len(indices)")
     return indptr, indices
 
 
@@ -428,17 +431,26 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
             return obj.undirected()
         return obj
     if isinstance(obj, tuple) and len(obj) in (2, 3):
-        indptr, indices = _check_csr(*obj[:2], where="as_graph")
+        where = name or "arrays"
+        indptr, indices = _check_csr(*obj[:2], where=where)
         n = indptr.size - 1
+        # the caller's arrays: what build_csr would refuse as a bug is named as their error
+        if indices.size and (indices.min() < 0 or indices.max() >= n):
+            raise InputError(f"{where}: indices must be vertex numbers 0..{n - 1} (indptr "
+                             f"has {n} rows), got {indices.min()}..{indices.max()}")
         rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr).astype(np.int64))
         w = np.asarray(obj[2]) if len(obj) == 3 and weight is not None else None
+        if w is not None and w.shape != indices.shape:
+            raise InputError(f"{where}: {w.shape} weights for {indices.size} indices (one "
+                             "weight an entry)")
         return build_csr(n, rows, indices.astype(np.int64), weights=w,
                          directed=bool(directed), name=name or "arrays")
     sp = sys.modules.get("scipy.sparse")  # a matrix of it means it is imported
     if sp is not None:
         if sp.issparse(obj):
             if obj.shape[0] != obj.shape[1]:
-                raise ValueError(f"as_graph: adjacency matrix must be square, got {obj.shape}")
+                raise InputError(f"{name or 'matrix'}: an adjacency matrix must be square, "
+                                 f"got {obj.shape[0]} x {obj.shape[1]}")
             coo = obj.tocoo()
             w = coo.data if weight is not None and coo.data.dtype != bool else None
             return build_csr(obj.shape[0], coo.row.astype(np.int64), coo.col.astype(np.int64),

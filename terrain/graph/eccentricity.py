@@ -592,7 +592,8 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (7, (0, 3), [0, 1, 2, 3], 5, [1])
     """
-    from .shortest_paths import INT_INF, ShortestPaths
+    from .shortest_paths import INT_INF, ShortestPaths, check_algorithm
+    check_algorithm(algorithm)  # before the graph is built, as sssp's
     g = _finite_edges(as_graph(graph, directed=False))
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")

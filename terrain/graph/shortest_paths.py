@@ -22,8 +22,8 @@ from .csr import Graph, as_graph
 from .frontier import CapturedLaunches, FrontierCore, _multiprocessors
 from .traversal import is_networkx
 
-__all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "default_delta",
-           "choose_algorithm", "is_road_like", "INT_INF"]
+__all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "check_algorithm",
+           "default_delta", "choose_algorithm", "is_road_like", "INT_INF"]
 
 ALGORITHMS = ("auto", "dijkstra", "crauser", "delta")
 INT_INF = np.int64(1) << np.int64(62)
@@ -229,8 +229,8 @@ class ShortestPaths:
             algorithm = choose_algorithm(self.graph, self.backend)
         if algorithm == "delta":
             delta = self.default_delta() if delta is None else delta
-            if not delta > 0:
-                raise InputError(f"delta must be > 0, got {delta}")
+            if not isinstance(delta, (int, float, np.integer, np.floating)) or not delta > 0:
+                raise InputError(f"delta must be a number > 0, got {delta!r}", option="delta")
             # any width gives the same answer: integer ones are kept to 2**61, so that the
             # thresholds (below 2**62 + delta) and thr + delta stay within int64
             delta = float(delta) if self.is_float else min(int(np.ceil(delta)),
@@ -398,6 +398,20 @@ class _GpuSearch:
         self.launches((key, count), enqueue)
 
 
+def check_algorithm(algorithm):
+    """Refuse an ``algorithm`` that is not one of :data:`ALGORITHMS` (an
+    :class:`~terrain.errors.InputError` naming the parameter), before any work.
+
+    >>> check_algorithm("dial")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: algorithm 'dial': not one of auto, dijkstra, crauser, delta
+    """
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
+        raise InputError(f"algorithm {algorithm!r}: not one of {', '.join(ALGORITHMS)}",
+                         option="algorithm")
+
+
 def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed=None,
          by_id=None, predecessors=True):
     """Shortest-path distances (and canonical predecessors) from one source or many.
@@ -434,8 +448,7 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
     >>> sssp(G, [0, 2], algorithm="crauser", backend="cpu").dist.tolist()
     [0, 1, 0]
     """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"sssp: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    check_algorithm(algorithm)
     if by_id is None:
         by_id = is_networkx(graph)
     g = as_graph(graph, directed=directed)
