@@ -23,13 +23,14 @@ Examples
 3
 """
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, naming_items, warn
+from .errors import InputError, interruption, naming_items, warn
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
                         crs_label, crs_wkt, same_crs, unit_of, warn_degrees,
                         warn_unreferenced)
@@ -514,6 +515,24 @@ def _with_nodata(da, nodata):
     return da
 
 
+def _interrupts_as_raised(function):
+    """``function`` raising the KeyboardInterrupt (or SIGTERM's exception) that stopped it
+    where Numba wraps it in a SystemError (:func:`terrain.errors.interruption`): a signal
+    handled while a kernel's result is boxed. A notebook's or service's ``except
+    KeyboardInterrupt`` then sees the interruption it made, as the command line does."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except SystemError as e:
+            stop = interruption(e)
+            if stop is None:
+                raise
+            raise stop from None
+    return call
+
+
+@_interrupts_as_raised
 def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=None):
     """Minimum spanning forest of the grid graph of a DEM, as a direction-bit raster.
 
@@ -630,6 +649,7 @@ def _cf_flags(attrs):
     return attrs
 
 
+@_interrupts_as_raised
 def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None,
                   friction=None, connectivity=8, max_cost=None, stops=None, backend=None,
                   cellsize=None):
@@ -775,6 +795,7 @@ def _pair(p, where):
     return x, y
 
 
+@_interrupts_as_raised
 def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backend=None,
          cellsize=None):
     """Depression filling, D8 (or D4) flow directions and flow accumulation of a DEM, in
@@ -847,6 +868,7 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     return xr.Dataset(layers, attrs=attrs)
 
 
+@_interrupts_as_raised
 def bfs(graph, sources, **options):
     """Breadth-first search (:func:`terrain.graph.bfs`): hop distances, predecessors.
 
@@ -885,6 +907,7 @@ def _in_nodes(graph, r, reached):
     r.sources = [nodes[i] for i in np.asarray(r.sources).tolist()]
 
 
+@_interrupts_as_raised
 def diameter(graph, weighted=False, **options):
     """Exact diameter by eccentricity bounding, in hops (:func:`terrain.graph.diameter`) or
     by edge weights (:func:`terrain.graph.weighted_diameter`).
@@ -923,6 +946,7 @@ def diameter(graph, weighted=False, **options):
     return (weighted_diameter if weighted else _diameter)(graph, **options)
 
 
+@_interrupts_as_raised
 def sssp(graph, sources, **options):
     """Weighted shortest paths from one source or many (:func:`terrain.graph.sssp`) in the
     input's own vertex labels.
@@ -970,6 +994,7 @@ def sssp(graph, sources, **options):
     return r
 
 
+@_interrupts_as_raised
 def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, min_area=None,
          hierarchy=False, tile=512, backend=None):
     """Fill the depressions of a DEM to their spill elevations

@@ -11,7 +11,7 @@ import sys
 import warnings
 
 __all__ = ["InputError", "TerrainWarning", "where", "warn", "naming", "naming_items",
-           "cannot_read"]
+           "cannot_read", "interruption"]
 
 #: the installed packages' folders: a warning names the first line outside them
 _PACKAGES = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name)
@@ -126,3 +126,24 @@ def warn(message, category=TerrainWarning):
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGES):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def interruption(error):
+    """The interruption (KeyboardInterrupt, or any other exception that is not an
+    :class:`Exception`: SIGTERM's) behind ``error``, a :class:`SystemError` Numba raises when
+    a signal is handled while it boxes a kernel's result (``CPUDispatcher(...) returned a
+    result with an exception set``: the interrupt is its cause, or its cause's, with
+    SystemErrors between); None for any other error.
+
+    >>> try:
+    ...     raise SystemError("returned a result with an exception set") from KeyboardInterrupt()
+    ... except SystemError as e:
+    ...     type(interruption(e)).__name__, interruption(SystemError("other"))
+    ('KeyboardInterrupt', None)
+    """
+    cause = error
+    while isinstance(cause, SystemError):
+        cause = cause.__cause__
+    if cause is error or isinstance(cause, Exception) or cause is None:
+        return None
+    return cause

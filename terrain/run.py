@@ -24,7 +24,7 @@ import warnings
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .backend import BACKEND_CHOICES  # noqa: E402 (after the thread count above)
-from .errors import InputError, TerrainWarning, cannot_read  # noqa: E402
+from .errors import InputError, TerrainWarning, cannot_read, interruption  # noqa: E402
 from .grid.costs import ARC_CONNECTIVITIES, COST_MODELS  # noqa: E402
 from .grid.edges import CONNECTIVITIES, WEIGHT_MODELS  # noqa: E402
 from .startup import (Terminated, bound_malloc_arenas, numba_cache_for_run,  # noqa: E402
@@ -844,12 +844,8 @@ def main(argv=None):
     except (KeyboardInterrupt, Terminated) as e:
         return _stopped(e)
     except SystemError as e:
-        # a signal inside a Numba kernel surfaces as "... returned a result with an
-        # exception set", the interrupt its cause, or its cause's (Numba's boxing of the
-        # kernel's result adds SystemErrors between)
-        cause = e.__cause__
-        while isinstance(cause, SystemError):
-            cause = cause.__cause__
+        # a signal inside a Numba kernel (terrain.errors.interruption)
+        cause = interruption(e)
         if not isinstance(cause, (KeyboardInterrupt, Terminated)):
             raise
         return _stopped(cause)
