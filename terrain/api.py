@@ -786,6 +786,15 @@ def _flag(value, name):
     return bool(value)
 
 
+def _flag_options(options, names):
+    """``options`` (a ``**options`` dict) with each of ``names`` that is given checked by
+    :func:`_flag`; None, where it stands for the default, is kept."""
+    for name in names:
+        if options.get(name) is not None:
+            options[name] = _flag(options[name], name)
+    return options
+
+
 def _pair(p, where):
     """A source point as ``(x, y)``; :class:`InputError` for anything else."""
     try:
@@ -888,7 +897,7 @@ def bfs(graph, sources, **options):
     """
     from .graph import bfs as _bfs
     from .graph import is_networkx
-    r = _bfs(graph, sources, **options)
+    r = _bfs(graph, sources, **_flag_options(options, ("predecessors",)))
     if is_networkx(graph):
         _in_nodes(graph, r, r.dist >= 0)
     return r
@@ -943,7 +952,8 @@ def diameter(graph, weighted=False, **options):
     """
     from .graph import diameter as _diameter
     from .graph import weighted_diameter
-    return (weighted_diameter if weighted else _diameter)(graph, **options)
+    options = _flag_options(options, ("extremes",))
+    return (weighted_diameter if _flag(weighted, "weighted") else _diameter)(graph, **options)
 
 
 @_interrupts_as_raised
@@ -988,7 +998,7 @@ def sssp(graph, sources, **options):
     """
     from .graph import is_networkx
     from .graph import sssp as _sssp
-    r = _sssp(graph, sources, **options)
+    r = _sssp(graph, sources, **_flag_options(options, ("directed", "predecessors")))
     if is_networkx(graph):
         _in_nodes(graph, r, r.reached)
     return r

@@ -792,3 +792,27 @@ def test_an_interrupt_that_numba_wraps_reaches_the_caller_as_itself(monkeypatch)
     again = terrain.mst(z, backend="cpu")
     assert np.array_equal(again.values, want)
     assert again.attrs["total_weight"] == grid_mst(z, backend="cpu").total_weight
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda A, G: terrain.sssp(A, 2, directed="no"), "directed"),
+    (lambda A, G: terrain.sssp(A, 2, predecessors="no"), "predecessors"),
+    (lambda A, G: terrain.bfs(A, 2, predecessors="false"), "predecessors"),
+    (lambda A, G: terrain.diameter(G, weighted="no"), "weighted"),
+    (lambda A, G: terrain.diameter(G, extremes="no"), "extremes"),
+])
+def test_a_true_or_false_graph_option_given_as_a_string_is_refused(call, name):
+    """``directed="no"`` (a string, which is truthy) ran the directed search, and
+    ``weighted="no"`` the weighted diameter, silently: refused as ``fill``'s ``epsilon``
+    is. True, False, NumPy's booleans and None (the default) are taken as before, the
+    searches equal SciPy's."""
+    from scipy.sparse.csgraph import dijkstra
+
+    A = sp.csr_array(np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], np.float64))
+    G = nx.Graph([(0, 1, {"weight": 5}), (1, 2, {"weight": 1})])
+    with pytest.raises(InputError, match=f"{name} '(no|false)': must be True or False"):
+        call(A, G)
+    for directed in (None, False, np.False_, True, np.True_):
+        got = terrain.sssp(A, 2, directed=directed, backend="cpu").dist
+        assert np.array_equal(got, dijkstra(A, directed=bool(directed), indices=2))
+    assert terrain.diameter(G, weighted=np.True_).diameter == nx.diameter(G, weight="weight")
