@@ -506,6 +506,7 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
             if progress:
                 _stderr_progress_bar(label, futures, scheduler=address, complete=True)
                 sys.stderr.write("\n")
+            _wait_answered(client, futures)
             return tuple(client.gather(futures))
     except BaseException as e:
         if on_failure is not None:
@@ -564,12 +565,51 @@ def share(value):
 def _stop(client, futures, error, address):
     """After ``error`` while waiting for ``futures``: cancel them (:func:`_cancel`);
     :class:`SchedulerLost` when the scheduler is gone, else return (the caller re-raises)."""
-    lost = _scheduler_lost(client, error)
+    lost = isinstance(error, SchedulerLost) or _scheduler_lost(client, error)
     _cancel(client, futures, lost)
-    if lost:
+    if lost and not isinstance(error, SchedulerLost):
         raise SchedulerLost(f"lost the Dask scheduler at {address} during the run "
                             f"({_first_line(error)}); the partial output is kept for a "
                             "resumed run") from None
+
+
+def _wait_answered(client, futures, first=False):
+    """Wait until ``futures`` (``first``: one of them) are done, cancelled or failed, asking
+    the scheduler every ``distributed.comm.timeouts.tcp`` seconds (30) whether it still
+    answers: :class:`SchedulerLost` when it does not within as long.
+
+    A scheduler that dies closes its connections and the futures are cancelled at once; one
+    that stops answering (a stopped or frozen process, its host thrashing) keeps them open,
+    since its kernel still acknowledges every packet, and the client would wait for ever. The
+    same limit distributed puts on a peer whose host does not acknowledge."""
+    import asyncio
+
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed import wait
+    from distributed.utils import CancelledError
+
+    silence = parse_timedelta(dask.config.get("distributed.comm.timeouts.tcp"), default="s")
+    address = client.scheduler.address
+
+    async def identity():
+        return await asyncio.wait_for(client.scheduler.identity(), silence)
+
+    while True:
+        try:
+            wait(futures, timeout=silence,
+                 return_when="FIRST_COMPLETED" if first else "ALL_COMPLETED")
+            return
+        except CancelledError:  # the scheduler gone: the caller's result() says so
+            return
+        except TimeoutError:
+            pass
+        try:
+            client.sync(identity)
+        except TimeoutError:
+            raise SchedulerLost(f"the Dask scheduler at {address} stopped answering during "
+                                f"the run (no reply within {silence:g} s); the partial output "
+                                "is kept for a resumed run") from None
 
 
 def run_as_completed(fn, prepare, first, after, label="terrain"):
@@ -591,7 +631,6 @@ def run_as_completed(fn, prepare, first, after, label="terrain"):
                                      initializer=task_stop.mark)
         width, submit = os.cpu_count() or 1, (lambda item: pool.submit(fn, item))
     else:
-        from distributed import as_completed
         width = max(1, sum(client.nthreads().values()))
         token = uuid.uuid4().hex  # keys unique per run: a scheduler may still hold old ones
         count = iter(range(1 << 62))
@@ -624,10 +663,12 @@ def run_as_completed(fn, prepare, first, after, label="terrain"):
                 start()
         else:
             with _quiet_logs(*_CLIENT_LOGGERS, "tornado", "asyncio"):
-                arrived = as_completed(start())
-                for future in arrived:
-                    finish(future)
-                    arrived.update(start())
+                start()
+                while running:
+                    _wait_answered(client, list(running), first=True)
+                    for future in [f for f in running if f.done()]:
+                        finish(future)
+                    start()
     except BaseException as e:
         if client is None:
             with task_stop.stopped():

@@ -501,6 +501,70 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     assert not list(tmp_path.glob(".m.zarr.partial-*"))
 
 
+#: a worker's preload that stops (SIGSTOP) the scheduler as the worker starts ``module.task``
+STOP_IN_A_TASK = KILL_IN_A_TASK.replace("signal.SIGKILL", "signal.SIGSTOP")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command, extra, module, task", [
+    ("mst", [], "pipelines.mst", "_read_group"),
+    # the flats' passes wait through run_as_completed, not compute
+    ("flow", ["--route", "tiled"], "terrain.hydrology.flow", "_group_step"),
+])
+def test_a_scheduler_that_stops_answering_is_one_line(tmp_path, command, extra, module, task):
+    """A scheduler frozen mid-run (SIGSTOP: a stopped or thrashing process, whose kernel
+    still acknowledges its connections) ends the run in one line within the TCP timeout
+    (``distributed.comm.timeouts.tcp``, 12 s here) instead of waiting for ever; the partial
+    and its checkpoints are kept for ``--resume``."""
+    import os
+    import signal
+    import time
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # 2 shards at tile 256
+    marker = tmp_path / "stopped"
+    preload = tmp_path / "stop_the_scheduler.py"
+    procs = []
+    try:
+        address, procs = _cluster(tmp_path, "frozen")
+        _stop(procs[1:])  # a worker that stops this scheduler
+        preload.write_text(STOP_IN_A_TASK.format(pid=procs[0].pid, marker=str(marker),
+                                                 module=module, task=task))
+        procs[1:] = [subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+             str(tmp_path / "frozen.json"), "--nthreads", "2", "--no-nanny", "--host",
+             "127.0.0.1", "--no-dashboard", "--preload", str(preload)],
+            cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        import distributed
+        with distributed.Client(address, timeout=60) as client:  # joined before the run
+            client.wait_for_workers(1, timeout=120)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "terrain.run", command, str(tmp_path / "g.asc"), "--tile",
+             "256", *extra, "--backend", "cpu", "-o", str(tmp_path / "m.zarr"), "--scheduler",
+             address], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=child_env(DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP="12"))
+        try:
+            out, err = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("the run waits for ever on the frozen scheduler")
+        stopped = time.time() - marker.stat().st_mtime
+    finally:
+        if procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(procs[0].pid, signal.SIGCONT)
+        _stop(procs)
+    lines = [x for x in err.strip().splitlines() if "Dask dashboard at" not in x]
+    assert proc.returncode == 2 and len(lines) == 1, err
+    assert lines[0] == (f"terrain: the Dask scheduler at {address} stopped answering during "
+                        "the run (no reply within 12 s); the partial output is kept for a "
+                        "resumed run")
+    assert stopped < 60  # two limits at most: the wait's, then the reply's
+    partial, = tmp_path.glob(".m.zarr.partial-*")
+    assert list(partial.glob(".terrain-checkpoints/*.npz"))
+    assert not (tmp_path / "m.zarr").exists()
+
+
 @pytest.mark.parametrize("typed, host", [(":0", "127.0.0.1"), ("0", "127.0.0.1"),
                                          ("127.0.0.1:0", "127.0.0.1"), ("[::1]:0", "::1")])
 def test_dashboard_address_binds_what_was_typed(monkeypatch, typed, host):
