@@ -23,7 +23,7 @@ from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "call", "run_as_completed", "LOCAL_SCHEDULERS",
            "LOCAL_CLUSTER",
-           "SchedulerLost", "runs_in_process",
+           "SchedulerLost", "WorkersLost", "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
            "shares_nothing", "SHARE_NOTHING_COMMANDS",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active", "worker_client",
@@ -94,6 +94,12 @@ class SchedulerLost(InputError):
     its checkpoints) for a resumed run instead of removing it."""
 
     keep_partial = True
+
+
+class WorkersLost(SchedulerLost):
+    """Every worker that ran one task died running it (distributed's ``KilledWorker``: past
+    a memory limit, its nanny restarts it): the partial output is kept, as for
+    :class:`SchedulerLost`, for a resumed run on workers that can hold the task."""
 
 
 def runs_in_process(scheduler=None):
@@ -567,6 +573,9 @@ def _stop(client, futures, error, address):
     :class:`SchedulerLost` when the scheduler is gone, else return (the caller re-raises)."""
     lost = isinstance(error, SchedulerLost) or _scheduler_lost(client, error)
     _cancel(client, futures, lost)
+    from distributed import KilledWorker
+    if isinstance(error, KilledWorker):
+        raise WorkersLost(_killed_worker_line(error)) from None
     if lost and not isinstance(error, SchedulerLost):
         raise SchedulerLost(f"lost the Dask scheduler at {address} during the run "
                             f"({_first_line(error)}); the partial output is kept for a "
@@ -730,6 +739,19 @@ _CLIENT_LOGGERS = ("distributed.client", "distributed.comm", "distributed.core",
                    "distributed.batched")
 #: the loggers :func:`_cancel` quiets until the scheduler is closed (:func:`open_scheduler`)
 _QUIETED_LOGGERS = ("asyncio", "tornado", "distributed", *_CLIENT_LOGGERS)
+
+
+def _killed_worker_line(error):
+    """One line for distributed's ``KilledWorker``: the task by its step's name, how many
+    workers died running it, and the last one's memory limit (the usual cause)."""
+    from dask.utils import format_bytes, key_split
+    worker = error.last_worker
+    limit = getattr(worker, "memory_limit", 0)
+    why = (f"; its memory limit is {format_bytes(limit)}, and its nanny restarts a worker "
+           "that outgrows it" if limit else "")
+    return (f"Dask workers died running the task {key_split(error.task)} "
+            f"{error.allowed_failures + 1} times (the last {worker.address}{why}); the "
+            "partial output is kept for a resumed run")
 
 
 def _scheduler_lost(client, error):

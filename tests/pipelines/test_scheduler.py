@@ -501,6 +501,68 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     assert not list(tmp_path.glob(".m.zarr.partial-*"))
 
 
+#: a worker's preload whose process dies (SIGKILL) whenever it starts ``module.task``: what a
+#: worker past its memory limit does, its nanny restarting it each time
+DIE_IN_A_TASK = """
+import os, signal
+import {module} as m
+
+def task(*a, **k):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+m.{task} = task
+"""
+
+
+@pytest.mark.slow
+def test_workers_dying_in_one_task_are_one_line(tmp_path):
+    """A task every worker dies running (distributed's KilledWorker: a memory limit too small
+    for it) is one line naming the step, the tries and the last worker's memory limit, exit 2,
+    the partial kept for ``--resume`` (a 24-line traceback, exit 1, the partial removed)."""
+    import time
+
+    import distributed
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # tiled at tile 256
+    preload = tmp_path / "die.py"
+    preload.write_text(DIE_IN_A_TASK.format(module="pipelines.mst", task="_read_group"))
+    sched_file = tmp_path / "dying.json"
+    env = child_env(DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1")
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        t0 = time.monotonic()
+        while not sched_file.exists():
+            assert time.monotonic() - t0 < 60, "no scheduler"
+            time.sleep(0.1)
+        procs.append(subprocess.Popen(  # with a nanny, which restarts a worker that died
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+             str(sched_file), "--nthreads", "1", "--memory-limit", "2GiB", "--host",
+             "127.0.0.1", "--no-dashboard", "--preload", str(preload)],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        address = json.loads(sched_file.read_text())["address"]
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile", "256",
+             "--backend", "cpu", "-o", str(tmp_path / "m.zarr"), "--scheduler", address],
+            cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
+    finally:
+        _stop(procs)
+    lines = [x for x in proc.stderr.strip().splitlines() if "Dask dashboard at" not in x]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("terrain: Dask workers died running the task mst-group 2 "
+                               "times (the last tcp://127.0.0.1:"), lines[0]
+    assert lines[0].endswith("; its memory limit is 2.00 GiB, and its nanny restarts a worker "
+                             "that outgrows it); the partial output is kept for a resumed "
+                             "run"), lines[0]
+    partial, = tmp_path.glob(".m.zarr.partial-*")
+    assert list(partial.glob(".terrain-checkpoints/*.npz"))  # the ingest's bands
+    assert not (tmp_path / "m.zarr").exists()
+
+
 #: a worker's preload that stops (SIGSTOP) the scheduler as the worker starts ``module.task``
 STOP_IN_A_TASK = KILL_IN_A_TASK.replace("signal.SIGKILL", "signal.SIGSTOP")
 
