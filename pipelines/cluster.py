@@ -498,8 +498,11 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
     if progress is None:
         progress = sys.stderr.isatty()
     from ._resume import drop_stale_checkpoints, graph_dict
+    keys = set()  # this run's tasks: on a cluster it shares, the ones a stop waits for
     for c in collections:  # a resumed run's checkpoints that a rerun task would make stale
-        drop_stale_checkpoints(graph_dict(c))
+        graph = graph_dict(c)
+        drop_stale_checkpoints(graph)
+        keys.update(map(str, graph))  # as the workers name them (:func:`_executing`)
     client = _client()
     if client is None:
         return _compute_locally(collections, progress and label, ready_order, on_failure)
@@ -517,7 +520,7 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
     except BaseException as e:
         if on_failure is not None:
             on_failure()
-        _stop(client, futures, e, address)
+        _stop(client, futures, e, address, keys)
         raise
 
 
@@ -568,11 +571,12 @@ def share(value):
     return future
 
 
-def _stop(client, futures, error, address):
-    """After ``error`` while waiting for ``futures``: cancel them (:func:`_cancel`);
-    :class:`SchedulerLost` when the scheduler is gone, else return (the caller re-raises)."""
+def _stop(client, futures, error, address, keys):
+    """After ``error`` while waiting for ``futures``: cancel them (:func:`_cancel`; ``keys``:
+    the run's tasks); :class:`SchedulerLost` when the scheduler is gone, else return (the
+    caller re-raises)."""
     lost = isinstance(error, SchedulerLost) or _scheduler_lost(client, error)
-    _cancel(client, futures, lost)
+    _cancel(client, futures, keys, lost)
     from distributed import KilledWorker
     if isinstance(error, KilledWorker):
         raise WorkersLost(_killed_worker_line(error)) from None
@@ -683,7 +687,8 @@ def run_as_completed(fn, prepare, first, after, label="terrain"):
             with task_stop.stopped():
                 pool.shutdown(wait=True, cancel_futures=True)
         else:
-            _stop(client, list(running), e, client.scheduler.address)
+            _stop(client, list(running), e, client.scheduler.address,
+                  {str(f.key) for f in running})
         raise
     finally:
         if client is None:
@@ -770,9 +775,10 @@ def _first_line(error):
     return text[0] if text else type(error).__name__
 
 
-def _cancel(client, futures, lost=False):
-    """After an error or a signal: cancel what is queued, wait (bounded) for what is running
-    (threads cannot be killed); with the scheduler gone (``lost``) only close the client."""
+def _cancel(client, futures, keys, lost=False):
+    """After an error or a signal: cancel what is queued, wait (bounded) for what of the run's
+    tasks (``keys``) is running (threads cannot be killed; another run's tasks on a shared
+    cluster are not waited for); with the scheduler gone (``lost``) only close the client."""
     import time
     # distributed's config gives some of its loggers levels of their own; the cancelled
     # tasks' late complaints are not news (open_scheduler restores the levels)
@@ -789,13 +795,15 @@ def _cancel(client, futures, lost=False):
     with contextlib.suppress(Exception), stopping:
         client.cancel(futures, force=True)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(client.run(_executing).values()):
+        while time.monotonic() < deadline and any(
+                keys.intersection(running) for running in client.run(_executing).values()):
             time.sleep(0.05)
 
 
 def _executing(dask_worker):
-    """Tasks still running on a worker (cancelled ones included, until their thread ends)."""
-    return len(dask_worker.state.executing)
+    """The keys of the tasks still running on a worker (cancelled ones included, until
+    their thread ends)."""
+    return [str(ts.key) for ts in dask_worker.state.executing]  # a tuple's text survives
 
 
 def _stderr_progress_bar(label, *args, **kwargs):

@@ -501,6 +501,50 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     assert not list(tmp_path.glob(".m.zarr.partial-*"))
 
 
+@pytest.mark.slow
+def test_a_stop_does_not_wait_for_another_runs_tasks(tmp_path):
+    """SIGTERM on a run sharing its cluster with another client's long task: the run waits
+    for its own running tasks only, not the other's (it waited its whole 60 s bound)."""
+    import os
+    import signal
+    import time
+
+    import distributed
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # tiled at tile 256
+    address, procs = _cluster(tmp_path, "shared")
+    try:
+        with distributed.Client(address, timeout=60) as other:
+            busy = other.submit(time.sleep, 600, pure=False)  # another user's long task
+            t0 = time.monotonic()
+            while not any(other.run(lambda dask_worker: len(dask_worker.state.executing))
+                          .values()):
+                assert time.monotonic() - t0 < 60, "the other task did not start"
+                time.sleep(0.1)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile",
+                 "256", "--backend", "cpu", "-o", str(tmp_path / "m.zarr"), "--scheduler",
+                 address], cwd=tmp_path, env=child_env(), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            t0 = time.monotonic()
+            while not list(tmp_path.glob(".m.zarr.partial-*/.terrain-checkpoints/ingest-band-*")):
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() - t0 < 120, "the run did not start"
+                time.sleep(0.01)
+            os.kill(proc.pid, signal.SIGTERM)
+            signalled = time.monotonic()
+            out, err = proc.communicate(timeout=120)
+            waited = time.monotonic() - signalled
+            assert not busy.done()  # the other run's task ran all along
+            busy.cancel()
+    finally:
+        _stop(procs)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "terrain: terminated"
+    assert waited < 30, waited
+    assert not list(tmp_path.glob(".m.zarr.partial-*")) and not (tmp_path / "m.zarr").exists()
+
+
 #: a worker's preload whose process dies (SIGKILL) whenever it starts ``module.task``: what a
 #: worker past its memory limit does, its nanny restarting it each time
 DIE_IN_A_TASK = """
