@@ -34,6 +34,7 @@ from .errors import InputError, interruption, naming_items, warn
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
                         crs_label, crs_wkt, same_crs, unit_of, warn_degrees,
                         warn_unreferenced)
+from .io.points import POINT_SUFFIXES, VECTOR_SUFFIXES, point_cells
 from .io.raster import nodata_value, warn_rounded
 
 __all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
@@ -429,10 +430,18 @@ def _shown(gt):
     return "(" + ", ".join(f"{v:.10g}" for v in gt) + ")"
 
 
+#: outlets files read as points, as the command line's ``--outlets`` reads them
+#: (``pipelines.fill.named_outlets``); anything else is a raster (a ``.txt`` grid too)
+OUTLET_POINT_SUFFIXES = (".csv", ".json", ".geojson") + VECTOR_SUFFIXES
+
+
 def _outlet_mask(outlets, z, geo):
-    """Outlets (cells ``(row, col)``, or the non-zero cells of a raster on the grid) as a
-    bool mask on the DEM's grid. An integer array of the grid's shape that could be either
-    (a grid of two columns) is refused."""
+    """Outlets (cells ``(row, col)``, the non-zero cells of a raster on the grid, or a points
+    file) as a bool mask on the DEM's grid. An integer array of the grid's shape that could
+    be either (a grid of two columns) is refused."""
+    if (isinstance(outlets, (str, os.PathLike))
+            and Path(outlets).suffix.lower() in OUTLET_POINT_SUFFIXES):
+        return _outlet_points(outlets, z, geo)
     if (isinstance(outlets, np.ndarray) and outlets.shape == z.shape == (len(z), 2)
             and outlets.dtype != bool):
         raise InputError(f"{geo.where}: outlets of shape {outlets.shape} could be cells or a "
@@ -465,6 +474,28 @@ def _outlet_mask(outlets, z, geo):
         r, c = np.argwhere(lost)[0]
         warn(f"outlets: {int(lost.sum())} of its {int(mask.sum())} outlet cells lie on the "
              f"DEM's nodata and drain nothing (the first at row {r}, column {c})")
+    return mask
+
+
+def _outlet_points(path, z, geo):
+    """The outlet mask of the points of file ``path`` (CSV ``x,y`` in the DEM's CRS or
+    ``lon,lat``, GeoJSON, a vector layer: reprojected into the DEM's CRS), as the command
+    line reads ``--outlets``: a point on nodata drains nothing, said in a warning (every one
+    on nodata is refused by the fill)."""
+    gt = _geotransform(geo, z.shape)
+    if gt is None:
+        raise InputError(f"{geo.where}: outlets as map points need a georeferenced DEM "
+                         "(give (row, col) cells or a raster instead)")
+    cells, _ = point_cells(path, gt, z.shape, "outlet", geo.crs)
+    if not cells:
+        raise InputError(f"{path}: no outlets in it")
+    rows, cols = np.unique(np.array(cells, np.int64).reshape(-1, 2), axis=0).T
+    mask = np.zeros(z.shape, bool)
+    mask[rows, cols] = True
+    lost = np.flatnonzero(np.isnan(z[rows, cols]))
+    if 0 < lost.size < rows.size:
+        warn(f"{path}: {lost.size} of its {rows.size} outlet cells lie on the DEM's nodata "
+             f"and drain nothing (the first at row {rows[lost[0]]}, column {cols[lost[0]]})")
     return mask
 
 
@@ -666,8 +697,10 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         Source cells.
     points : sequence of (x, y), or path, optional
         Sources as map points in the DEM's CRS (georeferenced DEMs), numbered after
-        ``sources``; or a points file (CSV, GeoJSON, GeoPackage, ...), reprojected from its
-        CRS into the DEM's as the command line's ``--sources`` are.
+        ``sources``; or a file, as the command line's ``--sources``: points (CSV, GeoJSON,
+        GeoPackage, ...), reprojected from their CRS into the DEM's, or a raster or tile
+        store whose non-zero cells that are not nodata are sources (mapped through their
+        centres).
     start_costs : float or sequence of float, optional
         Cost already spent at each source (default 0).
     cost : {'absdiff', 'friction', 'tobler'}, optional
@@ -707,7 +740,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     from .grid.cost_outputs import layer_attributes
     from .grid.costs import check_friction, cost_model_code
     from .grid.sssp import grid_sssp
-    from .io.points import map_to_cell, point_cells
+    from .io.points import map_to_cell, raster_source_cells
 
     if cost is None:
         cost = "friction" if friction is not None else "absdiff"
@@ -729,7 +762,14 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         if gt is None:
             raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
                              "(give (row, col) cells instead)")
-        if isinstance(points, (str, os.PathLike)):  # a points file
+        if isinstance(points, (str, os.PathLike)) and not _is_points_file(points):
+            # a raster (or tile store) of sources, as the command line's --sources reads one
+            values, sgeo = _in_memory(points, np.float64, "points", finite=False)
+            found = raster_source_cells(values, _geotransform(sgeo, values.shape), gt,
+                                        z.shape, sgeo.where, crs=sgeo.crs, grid_crs=geo.crs)
+            cells += found
+            origins += [None] * len(found)
+        elif isinstance(points, (str, os.PathLike)):  # a points file
             found, places = point_cells(points, gt, z.shape, "source", geo.crs)
             cells += found
             origins += places
@@ -760,6 +800,12 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     out = CostDistance(r.distance, r.allocation, r.backlink, summary,
                        layer_attributes(cost, geo.units), geo)
     return out.to_xarray() if geo.template is not None else out
+
+
+def _is_points_file(path):
+    """Whether file ``path`` holds points by its suffix (:data:`POINT_SUFFIXES`), as the
+    command line's ``--sources`` tells them from rasters."""
+    return Path(path).suffix.lower() in POINT_SUFFIXES
 
 
 def _cell_columns(what, cells):
@@ -815,10 +861,12 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     dem : ndarray, xarray.DataArray, dask array, or path
         Elevations, NaN (or the DataArray's nodata) = nodata.
     connectivity : {8, 4}
-    outlets : same kinds as ``dem``, or sequence of (row, col), optional
-        The cells water leaves by: the non-zero cells of a raster on the DEM's grid, or
-        cells (default: the grid's edge and nodata). A cell on nodata is refused; a
-        raster's on nodata drain nothing (a warning says how many, an error when all do).
+    outlets : same kinds as ``dem``, sequence of (row, col), or path, optional
+        The cells water leaves by: the non-zero cells of a raster on the DEM's grid, cells,
+        or the points of a file (CSV ``x,y`` or ``lon,lat``, GeoJSON, GeoPackage, Shapefile,
+        FlatGeobuf, KML; reprojected into the DEM's CRS) as the command line's
+        ``--outlets`` (default: the grid's edge and nodata). A cell on nodata is refused;
+        a raster's on nodata drain nothing (a warning says how many, an error when all do).
     weights : same kinds as ``dem``, optional
         Per-cell weights (rainfall) to accumulate instead of 1 per cell; NaN counts 0.
     filled : bool
@@ -1015,10 +1063,11 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
     dem : ndarray, xarray.DataArray, dask array, or path
         Elevations, NaN (or the DataArray's nodata) = nodata.
     connectivity : {4, 8}
-    outlets : same kinds as ``dem``, or sequence of (row, col), optional
-        Non-zero cells of a raster on the DEM's grid, or cells (default: the grid's edge and
-        nodata). A cell on nodata is refused; a raster's on nodata drain nothing (a
-        warning says how many, an error when all do).
+    outlets : same kinds as ``dem``, sequence of (row, col), or path, optional
+        Non-zero cells of a raster on the DEM's grid, cells, or the points of a file (as
+        :func:`flow`'s) (default: the grid's edge and nodata). A cell on nodata is
+        refused; a raster's on nodata drain nothing (a warning says how many, an error when
+        all do).
     epsilon : bool
         RichDEM's epsilon fill (flats raised by float32 steps so that every cell drains).
     min_depth, min_area : optional

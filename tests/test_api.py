@@ -816,3 +816,78 @@ def test_a_true_or_false_graph_option_given_as_a_string_is_refused(call, name):
         got = terrain.sssp(A, 2, directed=directed, backend="cpu").dist
         assert np.array_equal(got, dijkstra(A, directed=bool(directed), indices=2))
     assert terrain.diameter(G, weighted=np.True_).diameter == nx.diameter(G, weight="weight")
+def _utm_dem(tmp_path, z):
+    """``z`` as a GeoTIFF in UTM 17N (cells of 30 m; NaN = nodata) and its Affine."""
+    path = tmp_path / "dem.tif"
+    gt = rasterio.Affine(30.0, 0, 500000.0, 0, -30.0, 4000000.0)
+    with rasterio.open(path, "w", driver="GTiff", height=z.shape[0], width=z.shape[1],
+                       count=1, dtype="float32", crs="EPSG:32617", transform=gt,
+                       nodata=-9999) as dst:
+        dst.write(np.where(np.isnan(z), -9999, z).astype(np.float32), 1)
+    return path, gt
+
+
+def test_outlets_from_a_points_file_as_the_command_line_reads_them(tmp_path):
+    """``fill``/``flow`` ``outlets=`` a points file (CSV x,y in the DEM's CRS; GeoJSON in
+    longitude/latitude, reprojected), as ``--outlets gauges.csv``: the run of the cells the
+    points fall in (their centres placed by rasterio's Affine, sent to lon/lat by
+    rasterio.warp), where the file was read as a raster ("not a grid terrain or GDAL can
+    read"). A point on nodata drains nothing and is said, as the command line says it."""
+    from rasterio.warp import transform
+    z = dem(3, (24, 30))
+    path, gt = _utm_dem(tmp_path, z)
+    cells = [(0, 12), (23, 4), (10, 29)]
+    xs, ys = zip(*(gt @ (c + 0.5, r + 0.5) for r, c in cells))
+    csv = tmp_path / "gauges.csv"
+    csv.write_text("x,y\n" + "".join(f"{x},{y}\n" for x, y in zip(xs, ys)))
+    lon, lat = transform("EPSG:32617", "EPSG:4326", xs, ys)
+    gj = tmp_path / "gauges.geojson"
+    gj.write_text(json.dumps({"type": "MultiPoint",
+                              "coordinates": [[a, b] for a, b in zip(lon, lat)]}))
+    for op in (terrain.fill, terrain.flow):
+        want = op(path, outlets=cells, backend="cpu")
+        for f in (csv, gj, str(csv)):
+            got = op(path, outlets=f, backend="cpu")
+            for name in want.data_vars:
+                np.testing.assert_array_equal(got[name].values, want[name].values)
+    on_nodata = gt @ (5 + 0.5, 6 + 0.5)  # cell (6, 5): nodata (dem's hole)
+    csv.write_text(f"x,y\n{xs[0]},{ys[0]}\n{on_nodata[0]},{on_nodata[1]}\n")
+    with pytest.warns(terrain.TerrainWarning, match=r"gauges\.csv: 1 of its 2 outlet cells lie "
+                      r"on the DEM's nodata and drain nothing \(the first at row 6, column 5\)"):
+        got = terrain.fill(path, outlets=csv, backend="cpu")
+    np.testing.assert_array_equal(got.filled.values,
+                                  terrain.fill(path, outlets=cells[:1], backend="cpu").filled)
+
+
+def test_sources_from_a_raster_file_as_the_command_line_reads_them(tmp_path):
+    """``cost_distance(points=RASTER)``: its non-zero cells that are not nodata are the
+    sources, in row-major order, as ``--sources sources.tif``, where the raster was read as
+    a CSV (``sources.tif: ... expected x,y numbers``). Oracle: SciPy's Dijkstra from those
+    cells on the friction graph (cells of 30 m, friction 1: the step lengths)."""
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import dijkstra
+    z = np.full((12, 15), 100.0, np.float32)
+    path, gt = _utm_dem(tmp_path, z)
+    src = np.zeros(z.shape, np.float32)
+    src[9, 2], src[1, 11] = 4, 1
+    spath = tmp_path / "sources.tif"
+    with rasterio.open(path) as d:
+        prof = d.profile
+    with rasterio.open(spath, "w", **{**prof, "nodata": None}) as dst:
+        dst.write(src, 1)
+    got = terrain.cost_distance(path, points=spath, cost="friction",
+                                friction=np.ones(z.shape, np.float32), backend="cpu")
+    assert (got.attrs["source_rows"], got.attrs["source_cols"]) == ([1, 9], [11, 2])
+    R, C = z.shape
+    rows, cols, w = [], [], []
+    for r in range(R):
+        for c in range(C):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                if 0 <= r + dr < R and 0 <= c + dc < C:
+                    rows.append(r * C + c)
+                    cols.append((r + dr) * C + c + dc)
+                    w.append(30.0 * np.hypot(dr, dc))
+    g = coo_array((w, (rows, cols)), shape=(R * C, R * C)).tocsr()
+    want, _, nearest = dijkstra(g, directed=False, indices=[1 * C + 11, 9 * C + 2],
+                                min_only=True, return_predecessors=True)
+    np.testing.assert_allclose(got.distance.ravel(), want, rtol=1e-12)
