@@ -293,6 +293,11 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
             check_north_up(gt, where, f"reverse the axis first (da.isel({dim}=slice(None, "
                            f"None, -1)) for {dim} {order})")
         return values, geo
+    if type(dem).__module__.startswith(GRAPH_MODULES):  # NumPy makes no grid of one
+        raise InputError(f"{name}: a graph ({type(dem).__name__}), not a raster: terrain.bfs, "
+                         "sssp and diameter take graphs; "
+                         "terrain.graph.minimum_spanning_forest(graph) is its minimum "
+                         "spanning forest")
     if type(dem).__name__ == "Dataset" and hasattr(dem, "data_vars"):
         raise InputError(f"{name}: an xarray Dataset holds several variables: give one "
                          f"(ds[{next(iter(dem.data_vars), 'name')!r}])")
@@ -312,6 +317,10 @@ def as_dem(dem, dtype=np.float32, name="dem", finite=None):
         _finite(z, dem, name)
     return z, Georef(where=name)
 
+
+#: the packages of the graphs the graph operations take (SciPy's sparse matrices, NetworkX's
+#: graphs, terrain's Graph), which a raster operation is refused by name
+GRAPH_MODULES = ("scipy.sparse", "networkx", "terrain.graph")
 
 #: dimension names of the x (columns) and y (rows) axes
 X_DIMS = ("x", "lon", "longitude")

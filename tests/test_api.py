@@ -387,6 +387,16 @@ def test_dataarray_georeference_in_attributes():
     (lambda z: terrain.fill(z, epsilon="no"), "^epsilon 'no': must be True or False"),
     (lambda z: terrain.fill(z, hierarchy=1), "^hierarchy 1: must be True or False"),
     (lambda z: terrain.flow(z, filled="no"), "^filled 'no': must be True or False"),
+    # a graph given to a raster operation (the command line's mst takes either) is named as
+    # one, not as a 1-D or object array
+    (lambda z: terrain.mst(__import__("networkx").path_graph(5)),
+     r"^dem: a graph \(Graph\), not a raster: .*minimum_spanning_forest\(graph\)"),
+    (lambda z: terrain.mst(__import__("scipy.sparse").sparse.eye(3, format="csr")),
+     r"^dem: a graph \((csr_matrix|csr_array)\), not a raster"),
+    (lambda z: terrain.fill(__import__("terrain.graph").graph.as_graph(
+        __import__("networkx").path_graph(3))), r"^dem: a graph \(Graph\), not a raster"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], friction=__import__("networkx").path_graph(3)),
+     r"^friction: a graph \(Graph\), not a raster"),
 ])
 def test_bad_arguments_are_the_librarys_errors(call, message):
     with pytest.raises(InputError, match=message):
