@@ -841,13 +841,15 @@ def _flag(value, name):
     return bool(value)
 
 
-def _flag_options(options, names):
-    """``options`` (a ``**options`` dict) with each of ``names`` that is given checked by
-    :func:`_flag`; None, where it stands for the default, is kept."""
-    for name in names:
-        if options.get(name) is not None:
-            options[name] = _flag(options[name], name)
-    return options
+#: the True/False options of the graph operations (None: their default)
+GRAPH_FLAGS = ("directed", "predecessors", "by_id", "extremes")
+
+
+def _flags(options):
+    """The graph operations' ``options`` with each of :data:`GRAPH_FLAGS` given checked by
+    :func:`_flag` (``directed="no"`` ran a directed search)."""
+    return {k: _flag(v, k) if k in GRAPH_FLAGS and v is not None else v
+            for k, v in options.items()}
 
 
 def _pair(p, where):
@@ -938,10 +940,28 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
 def bfs(graph, sources, **options):
     """Breadth-first search (:func:`terrain.graph.bfs`): hop distances, predecessors.
 
-    For a NetworkX graph ``sources`` are nodes, and the result is in nodes as
-    :func:`sssp`'s: ``dist`` ``{node: hops}`` of the reached nodes in order of distance,
-    ``pred`` ``{node: predecessor}`` of the reached non-sources, ``sources`` nodes. For a
-    matrix (or Graph, arrays): arrays by row number (-1 where unreached).
+    Parameters
+    ----------
+    graph : SciPy sparse matrix, NetworkX graph, :class:`terrain.graph.Graph` or
+        ``(indptr, indices)``
+        Taken undirected. A graph file (the command line's input) is read by
+        :func:`terrain.graph.load_graph` (``lcc=True`` keeps its largest component).
+    sources : vertex or list of vertices
+        Row numbers of a matrix or Graph; nodes of a NetworkX graph. A Graph read from a
+        file numbers its vertices 0..n-1 in the order of its ids (``graph.id_array()``):
+        ``by_id=True`` takes the file's own ids, as the command line's sources are.
+    **options
+        ``backend``, ``predecessors`` (default True), ``by_id`` of
+        :func:`terrain.graph.bfs`.
+
+    Returns
+    -------
+    BFSResult
+        For a matrix (or Graph, arrays): ``dist`` (int, -1 where unreached) and ``pred``
+        (-1 at sources and unreached) arrays by row number (``graph.id_array()[row]`` is a
+        file's id), ``sources`` row numbers. For a NetworkX graph, in nodes as
+        :func:`sssp`'s: ``dist`` ``{node: hops}`` of the reached nodes in order of distance,
+        ``pred`` ``{node: predecessor}`` of the reached non-sources, ``sources`` nodes.
 
     Examples
     --------
@@ -954,7 +974,7 @@ def bfs(graph, sources, **options):
     """
     from .graph import bfs as _bfs
     from .graph import is_networkx
-    r = _bfs(graph, sources, **_flag_options(options, ("predecessors",)))
+    r = _bfs(graph, sources, **_flags(options))
     if is_networkx(graph):
         _in_nodes(graph, r, r.dist >= 0)
     return r
@@ -989,7 +1009,8 @@ def diameter(graph, weighted=False, **options):
         ``nx.diameter(G)``.
     **options
         ``extremes`` (radius, center, periphery too), ``backend``, ``progress``; in hops
-        also ``effective`` and ``seed``, weighted also ``algorithm``.
+        also ``effective`` (the sampled 90th-percentile diameter over that many sources)
+        and ``seed`` (of the sample, default 0), weighted also ``algorithm``.
 
     Returns
     -------
@@ -1009,8 +1030,14 @@ def diameter(graph, weighted=False, **options):
     """
     from .graph import diameter as _diameter
     from .graph import weighted_diameter
-    options = _flag_options(options, ("extremes",))
-    return (weighted_diameter if _flag(weighted, "weighted") else _diameter)(graph, **options)
+    weighted, options = _flag(weighted, "weighted"), _flags(options)
+    hops_only = [k for k in ("effective", "seed") if options.get(k) is not None]
+    if weighted and hops_only:
+        raise InputError(f"{hops_only[0]} does not combine with weighted: the effective "
+                         "diameter is SNAP's 90th percentile of hop counts, interpolated "
+                         "between hop levels, which weighted distances do not have",
+                         option=(hops_only[0], "weighted"))
+    return (weighted_diameter if weighted else _diameter)(graph, **options)
 
 
 @_interrupts_as_raised
@@ -1055,7 +1082,7 @@ def sssp(graph, sources, **options):
     """
     from .graph import is_networkx
     from .graph import sssp as _sssp
-    r = _sssp(graph, sources, **_flag_options(options, ("directed", "predecessors")))
+    r = _sssp(graph, sources, **_flags(options))
     if is_networkx(graph):
         _in_nodes(graph, r, r.reached)
     return r

@@ -387,6 +387,19 @@ def test_dataarray_georeference_in_attributes():
     (lambda z: terrain.fill(z, epsilon="no"), "^epsilon 'no': must be True or False"),
     (lambda z: terrain.fill(z, hierarchy=1), "^hierarchy 1: must be True or False"),
     (lambda z: terrain.flow(z, filled="no"), "^filled 'no': must be True or False"),
+    (lambda z: terrain.sssp(__import__("scipy.sparse").sparse.eye(3, format="csr"), 0,
+                            directed="no"), "^directed 'no': must be True or False"),
+    (lambda z: terrain.bfs(__import__("networkx").path_graph(3), 0, predecessors="no"),
+     "^predecessors 'no': must be True or False"),
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(3), weighted="no"),
+     "^weighted 'no': must be True or False"),
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(3), extremes="yes"),
+     "^extremes 'yes': must be True or False"),
+    # as the command line's diameter --weighted --effective K: said, not a TypeError
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(3), weighted=True,
+                                effective=5), "^effective does not combine with weighted: "),
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(3), weighted=True, seed=1),
+     "^seed does not combine with weighted: "),
     # a graph given to a raster operation (the command line's mst takes either) is named as
     # one, not as a 1-D or object array
     (lambda z: terrain.mst(__import__("networkx").path_graph(5)),
@@ -901,3 +914,15 @@ def test_sources_from_a_raster_file_as_the_command_line_reads_them(tmp_path):
     want, _, nearest = dijkstra(g, directed=False, indices=[1 * C + 11, 9 * C + 2],
                                 min_only=True, return_predecessors=True)
     np.testing.assert_allclose(got.distance.ravel(), want, rtol=1e-12)
+
+
+def test_a_directed_search_asked_by_a_string_is_refused_not_run():
+    """``sssp(A, s, directed="no")`` ran the directed search (a string is truthy): refused.
+    The undirected search's distances are SciPy's ``dijkstra(directed=False)``."""
+    sp = pytest.importorskip("scipy.sparse")
+    from scipy.sparse.csgraph import dijkstra
+    A = sp.csr_array(np.triu(np.ones((4, 4)), 1))  # arcs i -> j > i only
+    with pytest.raises(InputError, match="^directed 'no': must be True or False"):
+        terrain.sssp(A, 3, directed="no", backend="cpu")
+    np.testing.assert_array_equal(terrain.sssp(A, 3, directed=np.False_, backend="cpu").dist,
+                                  dijkstra(A, directed=False, indices=3))
