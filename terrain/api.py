@@ -34,7 +34,7 @@ from .errors import InputError, interruption, naming_items, warn
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
                         crs_label, crs_wkt, same_crs, unit_of, warn_degrees,
                         warn_unreferenced)
-from .io.points import POINT_SUFFIXES, VECTOR_SUFFIXES, point_cells
+from .io.points import POINT_SUFFIXES, VECTOR_SUFFIXES, point_cells, raster_source_cells
 from .io.raster import nodata_value, warn_rounded
 
 __all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
@@ -719,9 +719,10 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     connectivity : {4, 8, 16}
     max_cost : float, optional
         Cells farther than this stay unreached.
-    stops : sequence of (row, col), optional
+    stops : sequence of (row, col), or path, optional
         Stop cells (as GRASS ``r.cost``'s): once all are reached, cells farther than the
-        farthest of them stay unreached (``attrs["stop_distance"]``) and the CPU's solve ends.
+        farthest of them stay unreached (``attrs["stop_distance"]``) and the CPU's solve ends;
+        or a file of them, read as ``points``' files are (the command line's ``--stops``).
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
         Overrides the input's cell size.
@@ -749,7 +750,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     from .grid.cost_outputs import layer_attributes
     from .grid.costs import check_friction, cost_model_code
     from .grid.sssp import grid_sssp
-    from .io.points import map_to_cell, raster_source_cells
+    from .io.points import map_to_cell
 
     if cost is None:
         cost = "friction" if friction is not None else "absdiff"
@@ -771,15 +772,8 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         if gt is None:
             raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
                              "(give (row, col) cells instead)")
-        if isinstance(points, (str, os.PathLike)) and not _is_points_file(points):
-            # a raster (or tile store) of sources, as the command line's --sources reads one
-            values, sgeo = _in_memory(points, np.float64, "points", finite=False)
-            found = raster_source_cells(values, _geotransform(sgeo, values.shape), gt,
-                                        z.shape, sgeo.where, crs=sgeo.crs, grid_crs=geo.crs)
-            cells += found
-            origins += [None] * len(found)
-        elif isinstance(points, (str, os.PathLike)):  # a points file
-            found, places = point_cells(points, gt, z.shape, "source", geo.crs)
+        if isinstance(points, (str, os.PathLike)):
+            found, places = _file_cells(points, gt, z, geo, "points", "source")
             cells += found
             origins += places
         else:
@@ -788,7 +782,14 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
                       for p in _listed(points, "points", "(x, y) points or a points file")]
     if not cells:
         raise InputError(f"{geo.where}: no sources given")
-    with naming_items("source", origins):
+    stop_origins = []
+    if isinstance(stops, (str, os.PathLike)):
+        gt = _geotransform(geo, z.shape)
+        if gt is None:
+            raise InputError(f"{geo.where}: a file of stops needs a georeferenced DEM (give "
+                             "(row, col) cells instead)")
+        stops, stop_origins = _file_cells(stops, gt, z, geo, "stops", "stop")
+    with naming_items("source", origins), naming_items("stop", stop_origins):
         r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
                       cellsize=cs, max_cost=max_cost, stops=stops, backend=backend)
     reached = int(np.count_nonzero(~np.isnan(r.distance)))
@@ -811,10 +812,18 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     return out.to_xarray() if geo.template is not None else out
 
 
-def _is_points_file(path):
-    """Whether file ``path`` holds points by its suffix (:data:`POINT_SUFFIXES`), as the
-    command line's ``--sources`` tells them from rasters."""
-    return Path(path).suffix.lower() in POINT_SUFFIXES
+def _file_cells(path, gt, z, geo, name, what):
+    """``(cells, places)`` of the file ``path`` given as parameter ``name`` (``what``: its
+    cells' name in errors) on the DEM ``z`` of geotransform ``gt``, as the command line's
+    ``--sources`` and ``--stops`` read one: by its suffix (:data:`POINT_SUFFIXES`) points,
+    reprojected into the DEM's CRS, each one's place in the file; else a raster or tile
+    store, its non-zero cells that are not nodata, mapped through their centres."""
+    if Path(path).suffix.lower() in POINT_SUFFIXES:
+        return point_cells(path, gt, z.shape, what, geo.crs)
+    values, fgeo = _in_memory(path, np.float64, name, finite=False)
+    found = raster_source_cells(values, _geotransform(fgeo, values.shape), gt, z.shape,
+                                fgeo.where, what=what, crs=fgeo.crs, grid_crs=geo.crs)
+    return found, [None] * len(found)
 
 
 def _cell_columns(what, cells):

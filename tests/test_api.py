@@ -926,3 +926,37 @@ def test_a_directed_search_asked_by_a_string_is_refused_not_run():
         terrain.sssp(A, 3, directed="no", backend="cpu")
     np.testing.assert_array_equal(terrain.sssp(A, 3, directed=np.False_, backend="cpu").dist,
                                   dijkstra(A, directed=False, indices=3))
+
+
+def test_stops_from_a_file_as_the_command_line_reads_them(tmp_path):
+    """``cost_distance(stops=FILE)``: points (a CSV of x,y) or a raster's non-zero cells, as
+    ``--stops FILE``, where only cells were taken (a path was read as a list of characters).
+    Oracle: the unstopped run, whose distance at the stop cell is the stop distance and
+    whose distances the stopped run keeps up to it; a stop on nodata names its line."""
+    z = dem(4, (20, 26))
+    path, gt = _utm_dem(tmp_path, z)
+    full = terrain.cost_distance(path, [(2, 3)], backend="cpu")
+    stop = (12, 20)
+    x, y = gt @ (stop[1] + 0.5, stop[0] + 0.5)
+    csv = tmp_path / "stops.csv"
+    csv.write_text(f"x,y\n{x},{y}\n")
+    raster = tmp_path / "stops.tif"
+    mask = np.zeros(z.shape, np.float32)
+    mask[stop] = 1
+    with rasterio.open(path) as d:
+        prof = d.profile
+    with rasterio.open(raster, "w", **{**prof, "nodata": None}) as dst:
+        dst.write(mask, 1)
+    for given in (csv, raster, [stop]):
+        got = terrain.cost_distance(path, [(2, 3)], stops=given, backend="cpu")
+        assert (got.attrs["stop_rows"], got.attrs["stop_cols"]) == ([12], [20])
+        assert got.attrs["stop_distance"] == full.distance[stop]
+        kept = ~np.isnan(got.distance)
+        assert kept.sum() < (~np.isnan(full.distance)).sum()
+        np.testing.assert_array_equal(got.distance[kept], full.distance[kept])
+        assert np.nanmax(got.distance) <= full.distance[stop]
+    on_nodata = gt @ (5 + 0.5, 6 + 0.5)  # cell (6, 5): the DEM's hole
+    csv.write_text(f"x,y\n{x},{y}\n{on_nodata[0]},{on_nodata[1]}\n")
+    with pytest.raises(InputError, match=r"stop 1 \(.*stops\.csv:3\) at cell \(row, col\) = "
+                                         r"\(6, 5\) is on nodata"):
+        terrain.cost_distance(path, [(2, 3)], stops=csv, backend="cpu")
