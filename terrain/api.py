@@ -1061,9 +1061,12 @@ def sssp(graph, sources, **options):
         A matrix's values are the weights (undirected unless ``directed=True``); a NetworkX
         graph's ``weight`` attribute (edges without it weigh 1), directed as the graph is.
     sources : vertex or list of vertices
-        Row numbers of a matrix; nodes of a NetworkX graph.
+        Row numbers of a matrix or Graph; nodes of a NetworkX graph. A Graph read from a
+        file (:func:`terrain.graph.load_graph`) numbers its vertices 0..n-1 in the order of
+        its ids (``graph.id_array()``; DIMACS ids start at 1): ``by_id=True`` takes the
+        file's own ids, as the command line's sources are.
     **options
-        ``algorithm``, ``delta``, ``backend``, ``directed``, ``predecessors`` of
+        ``algorithm``, ``delta``, ``backend``, ``directed``, ``predecessors``, ``by_id`` of
         :func:`terrain.graph.sssp`.
 
     Returns
