@@ -395,6 +395,10 @@ def test_dataarray_georeference_in_attributes():
      "^weighted 'no': must be True or False"),
     (lambda z: terrain.diameter(__import__("networkx").path_graph(3), extremes="yes"),
      "^extremes 'yes': must be True or False"),
+    # a graph file's path, which the command line takes, named with the reader to use
+    (lambda z: terrain.bfs("g.txt", 0), r"^g\.txt: a path, not a graph: read the file with "
+                                       r"terrain\.graph\.load_graph\(path\)"),
+    (lambda z: terrain.diameter(__import__("pathlib").Path("g.gr")), r"^g\.gr: a path, not"),
     # as the command line's diameter --weighted --effective K: said, not a TypeError
     (lambda z: terrain.diameter(__import__("networkx").path_graph(3), weighted=True,
                                 effective=5), "^effective does not combine with weighted: "),

@@ -8,6 +8,7 @@ inputs.
 """
 
 import itertools
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -457,6 +458,9 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
                              weights=w, directed=bool(directed), name=name or "matrix")
     if hasattr(obj, "nodes") and hasattr(obj, "edges") and hasattr(obj, "adj"):
         return _from_networkx(obj, name, weight, directed)
+    if isinstance(obj, (str, os.PathLike)):  # a graph file, as the command line takes one
+        raise InputError(f"{obj}: a path, not a graph: read the file with "
+                         "terrain.graph.load_graph(path) (its ids as sources: by_id=True)")
     raise TypeError(f"as_graph: cannot make a graph from {type(obj).__name__} (give a Graph, a "
                     "scipy.sparse matrix, a networkx graph or (indptr, indices))")
 

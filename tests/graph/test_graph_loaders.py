@@ -199,7 +199,9 @@ def test_as_graph_inputs_agree():
     for g in (b, c):
         assert np.array_equal(a.indptr, g.indptr) and np.array_equal(a.indices, g.indices)
     with pytest.raises(TypeError, match="as_graph"):
-        as_graph("not a graph")
+        as_graph(3.5)
+    with pytest.raises(InputError, match=r"^g\.txt: a path, not a graph: .*load_graph"):
+        as_graph("g.txt")  # a file, as the command line takes one: the reader named
     with pytest.raises(ValueError, match="build_csr"):
         build_csr(3, [0, 5], [1, 1])
 
