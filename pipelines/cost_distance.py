@@ -20,7 +20,7 @@ import numpy as np
 
 from terrain.backend import get_backend
 from terrain.errors import InputError, naming_items
-from terrain.grid.cost_outputs import LAYERS
+from terrain.grid.cost_outputs import LAYERS, least_cost_paths
 from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io import available_memory
@@ -690,51 +690,15 @@ _plans.register("cost-distance", plan_cost_distance, lambda inp, args: default_o
 
 
 def trace_paths(store_path, cells):
-    """Least-cost paths from ``cells`` back to their sources along the backlinks.
-
-    Reads only the tiles the walk passes through (one tile of each layer at a time).
-    Returns a list of dicts ``{"cells": [(row, col), ...] from the source to the cell,
-    "cost": distance, "source": allocation}``; :class:`InputError` for an unreached cell
-    (nodata too), naming it as ``target`` ``i``, its index in ``cells``.
-    """
-    from terrain.grid.costs import ARC_DC, ARC_DR
+    """Least-cost paths from ``cells`` back to their sources along the backlinks of the
+    cost-distance store ``store_path`` (:func:`terrain.grid.cost_outputs.least_cost_paths`,
+    which reads only the tiles the walk passes through)."""
     group = open_group(store_path, mode="r")
     for name in LAYERS:
         if name not in group:
             raise InputError(f"{store_path}: not a cost-distance store (no {name!r} layer)")
-    back, dist, alloc = group["backlink"], group["distance"], group["allocation"]
-    tile = back.chunks[0]
-    cache = {}
-
-    def tile_of(r, c):
-        key = (r // tile, c // tile)
-        if key not in cache:
-            if len(cache) > 64:
-                cache.clear()
-            r0, c0 = key[0] * tile, key[1] * tile
-            cache[key] = np.asarray(back[r0:r0 + tile, c0:c0 + tile])
-        return cache[key], key[0] * tile, key[1] * tile
-
-    out = []
-    limit = back.shape[0] * back.shape[1]
-    for i, (r, c) in enumerate(cells):
-        d = float(dist[r, c])
-        if math.isnan(d):
-            raise InputError(f"{store_path}: target {i} at cell (row, col) = ({r}, {c}) is not "
-                             "reached from any source", item=("target", i))
-        path = [(r, c)]
-        while True:
-            t, r0, c0 = tile_of(r, c)
-            code = int(t[r - r0, c - c0])
-            if code == 0:
-                break
-            if code == 255 or len(path) > limit:
-                raise InputError(f"{store_path}: broken backlink at cell ({r}, {c})")
-            r, c = r + int(ARC_DR[code - 1]), c + int(ARC_DC[code - 1])
-            path.append((r, c))
-        path.reverse()
-        out.append({"cells": path, "cost": d, "source": int(alloc[path[-1][0], path[-1][1]])})
-    return out
+    return least_cost_paths(group["backlink"], group["distance"], group["allocation"], cells,
+                            where=str(store_path))
 
 
 def path_command(args):

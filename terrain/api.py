@@ -654,7 +654,9 @@ class CostDistance:
     """The result of :func:`cost_distance` for an input that is not an xarray object:
     the layers (``distance``, ``allocation``, ``backlink``: see :func:`cost_distance`) as
     NumPy arrays, the summary (``attrs``), per-layer attributes (``layer_attrs``) and the
-    DEM's :class:`Georef`; :meth:`to_xarray` makes the Dataset an xarray input gets."""
+    DEM's :class:`Georef`; :meth:`to_xarray` makes the Dataset an xarray input gets. Its
+    least-cost paths (the command line's ``path``): :func:`terrain.grid.least_cost_paths`
+    of ``backlink``, ``distance`` and ``allocation``."""
 
     distance: np.ndarray
     allocation: np.ndarray

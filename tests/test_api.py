@@ -964,3 +964,55 @@ def test_stops_from_a_file_as_the_command_line_reads_them(tmp_path):
     with pytest.raises(InputError, match=r"stop 1 \(.*stops\.csv:3\) at cell \(row, col\) = "
                                          r"\(6, 5\) is on nodata"):
         terrain.cost_distance(path, [(2, 3)], stops=csv, backend="cpu")
+
+
+def test_least_cost_paths_of_an_api_result_are_the_path_commands(tmp_path, capsys):
+    """``least_cost_paths`` on :func:`terrain.cost_distance`'s arrays (the command line's
+    ``path``, which only a store could feed): each path a chain of the grid's arcs from its
+    source to the target whose costs sum to the target's distance, which NetworkX's Dijkstra
+    on the same graph (absdiff: |dz| a step, 8 neighbours) gives; the same cells as
+    ``terrain path STORE --to-cell`` writes for the store of the same run."""
+    nx = pytest.importorskip("networkx")
+    from cli import run_main
+    from terrain.grid.cost_outputs import least_cost_paths
+    z = dem(6, (14, 17))
+    r = terrain.cost_distance(z, [(1, 1), (12, 15)], backend="cpu")
+    targets = [(13, 0), (0, 16), (7, 8)]
+    paths = least_cost_paths(r.backlink, r.distance, r.allocation, targets)
+    G = nx.Graph()
+    R, C = z.shape
+    for a in range(R):
+        for b in range(C):
+            for da_, db in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                u, v = (a, b), (a + da_, b + db)
+                if 0 <= v[0] < R and 0 <= v[1] < C and not np.isnan(z[u]) and not np.isnan(z[v]):
+                    G.add_edge(u, v, weight=abs(float(z[u]) - float(z[v])))
+    want = nx.multi_source_dijkstra_path_length(G, {(1, 1), (12, 15)})
+    for t, p in zip(targets, paths):
+        assert p["cells"][-1] == t and p["cells"][0] in ((1, 1), (12, 15))
+        assert p["source"] == [(1, 1), (12, 15)].index(p["cells"][0])
+        steps = sum(G.edges[u, v]["weight"] for u, v in zip(p["cells"], p["cells"][1:]))
+        assert p["cost"] == pytest.approx(steps, abs=1e-3) and p["cost"] == pytest.approx(
+            want[t], abs=1e-3)
+    with pytest.raises(InputError, match=r"^target 0 at cell \(row, col\) = \(6, 5\) is not "
+                                         "reached from any source"):
+        least_cost_paths(r.backlink, r.distance, r.allocation, [(6, 5)])  # the DEM's hole
+    with pytest.raises(InputError, match=r"^target 1 at cell \(row, col\) = \(-1, 0\) is not "
+                                         r"a cell of the 14 x 17 grid"):
+        least_cost_paths(r.backlink, r.distance, r.allocation, [(0, 0), (-1, 0)])
+    # the command line's path of the same run's store: the same cells
+    path = tmp_path / "dem.asc"
+    with open(path, "w") as f:
+        f.write(f"ncols {C}\nnrows {R}\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+                "NODATA_value -9999\n")
+        np.savetxt(f, np.where(np.isnan(z), -9999, z), fmt="%.9g")
+    store = tmp_path / "c.zarr"
+    assert run_main(capsys, "cost-distance", path, "--source-cell", "1,1", "--source-cell",
+                    "12,15", "-o", store, "--backend", "cpu")[0] == 0
+    out = tmp_path / "p.gpkg"
+    ends = [a for t in targets for a in ("--to-cell", f"{t[0]},{t[1]}")]
+    assert run_main(capsys, "path", store, *ends, "-o", out, scheduler=None)[0] == 0
+    from terrain.io.points import ogr_lines
+    lines, costs, _ = ogr_lines(out)
+    for line, p in zip(lines, paths):  # cell centres of the grid at (0, 0), cells of 1
+        assert [(R - 0.5 - y, x - 0.5) for x, y in line.tolist()] == p["cells"]

@@ -1,5 +1,6 @@
 from ._costs_cpu import arc_cost
 from ._boruvka import boruvka_tiles
+from .cost_outputs import least_cost_paths
 from .costs import arc_codes, arc_lengths, COST_MODELS
 from .edges import (CONNECTIVITIES, check_cellsize, grid_edges, horizontal_lengths, WEIGHT_MODELS,
                     WeightSum)
