@@ -445,12 +445,15 @@ OUTLET_POINT_SUFFIXES = (".csv", ".json", ".geojson") + VECTOR_SUFFIXES
 
 
 def _outlet_mask(outlets, z, geo):
-    """Outlets (cells ``(row, col)``, the non-zero cells of a raster on the grid, or a points
-    file) as a bool mask on the DEM's grid. An integer array of the grid's shape that could
-    be either (a grid of two columns) is refused."""
-    if (isinstance(outlets, (str, os.PathLike))
-            and Path(outlets).suffix.lower() in OUTLET_POINT_SUFFIXES):
-        return _outlet_points(outlets, z, geo)
+    """Outlets (cells ``(row, col)``, the non-zero cells of a raster on the grid, or a file)
+    as a bool mask on the DEM's grid. An integer array of the grid's shape that could be
+    either (a grid of two columns) is refused. A file on a georeferenced DEM is read as the
+    command line's ``--outlets`` (:func:`_outlet_file`)."""
+    if isinstance(outlets, (str, os.PathLike)):
+        points = Path(outlets).suffix.lower() in OUTLET_POINT_SUFFIXES
+        gt = _geotransform(geo, z.shape)
+        if points or gt is not None:
+            return _outlet_file(outlets, gt, z, geo, points)
     if (isinstance(outlets, np.ndarray) and outlets.shape == z.shape == (len(z), 2)
             and outlets.dtype != bool):
         raise InputError(f"{geo.where}: outlets of shape {outlets.shape} could be cells or a "
@@ -486,16 +489,16 @@ def _outlet_mask(outlets, z, geo):
     return mask
 
 
-def _outlet_points(path, z, geo):
-    """The outlet mask of the points of file ``path`` (CSV ``x,y`` in the DEM's CRS or
-    ``lon,lat``, GeoJSON, a vector layer: reprojected into the DEM's CRS), as the command
-    line reads ``--outlets``: a point on nodata drains nothing, said in a warning (every one
-    on nodata is refused by the fill)."""
-    gt = _geotransform(geo, z.shape)
+def _outlet_file(path, gt, z, geo, points):
+    """The outlet mask of file ``path`` as the command line reads ``--outlets``: ``points``
+    (CSV ``x,y`` in the DEM's CRS or ``lon,lat``, GeoJSON, a vector layer: reprojected into
+    the DEM's CRS), else a raster or tile store whose non-zero cells that are not nodata are
+    outlets, mapped through their centres (it may have its own grid). An outlet on nodata
+    drains nothing, said in a warning (every one on nodata is refused by the fill)."""
     if gt is None:
         raise InputError(f"{geo.where}: outlets as map points need a georeferenced DEM "
                          "(give (row, col) cells or a raster instead)")
-    cells, _ = point_cells(path, gt, z.shape, "outlet", geo.crs)
+    cells, _ = _file_cells(path, gt, z, geo, "outlets", "outlet", points)
     if not cells:
         raise InputError(f"{path}: no outlets in it")
     rows, cols = np.unique(np.array(cells, np.int64).reshape(-1, 2), axis=0).T
@@ -775,7 +778,8 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
             raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
                              "(give (row, col) cells instead)")
         if isinstance(points, (str, os.PathLike)):
-            found, places = _file_cells(points, gt, z, geo, "points", "source")
+            found, places = _file_cells(points, gt, z, geo, "points", "source",
+                                        Path(points).suffix.lower() in POINT_SUFFIXES)
             cells += found
             origins += places
         else:
@@ -790,7 +794,8 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         if gt is None:
             raise InputError(f"{geo.where}: a file of stops needs a georeferenced DEM (give "
                              "(row, col) cells instead)")
-        stops, stop_origins = _file_cells(stops, gt, z, geo, "stops", "stop")
+        stops, stop_origins = _file_cells(stops, gt, z, geo, "stops", "stop",
+                                          Path(stops).suffix.lower() in POINT_SUFFIXES)
     with naming_items("source", origins), naming_items("stop", stop_origins):
         r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
                       cellsize=cs, max_cost=max_cost, stops=stops, backend=backend)
@@ -814,13 +819,13 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     return out.to_xarray() if geo.template is not None else out
 
 
-def _file_cells(path, gt, z, geo, name, what):
+def _file_cells(path, gt, z, geo, name, what, points):
     """``(cells, places)`` of the file ``path`` given as parameter ``name`` (``what``: its
-    cells' name in errors) on the DEM ``z`` of geotransform ``gt``, as the command line's
-    ``--sources`` and ``--stops`` read one: by its suffix (:data:`POINT_SUFFIXES`) points,
-    reprojected into the DEM's CRS, each one's place in the file; else a raster or tile
-    store, its non-zero cells that are not nodata, mapped through their centres."""
-    if Path(path).suffix.lower() in POINT_SUFFIXES:
+    cells' name in errors) on the DEM ``z`` of geotransform ``gt``, as the command line
+    reads ``--sources``, ``--stops`` and ``--outlets``: ``points`` (the caller tells them by
+    suffix), reprojected into the DEM's CRS, each one's place in the file; else a raster or
+    tile store, its non-zero cells that are not nodata, mapped through their centres."""
+    if points:
         return point_cells(path, gt, z.shape, what, geo.crs)
     values, fgeo = _in_memory(path, np.float64, name, finite=False)
     found = raster_source_cells(values, _geotransform(fgeo, values.shape), gt, z.shape,

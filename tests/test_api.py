@@ -1016,3 +1016,33 @@ def test_least_cost_paths_of_an_api_result_are_the_path_commands(tmp_path, capsy
     lines, costs, _ = ogr_lines(out)
     for line, p in zip(lines, paths):  # cell centres of the grid at (0, 0), cells of 1
         assert [(R - 0.5 - y, x - 0.5) for x, y in line.tolist()] == p["cells"]
+
+
+def test_an_outlets_raster_on_its_own_grid_is_read_as_the_command_line_reads_it(tmp_path,
+                                                                               capsys):
+    """``fill(dem, outlets="coarse.tif")`` of a raster with cells twice the DEM's: its
+    non-zero cells mapped through their centres, as ``fill --outlets coarse.tif`` maps them,
+    where it was refused (``150 x 200 cells, the DEM ...``). Oracle: the run from the cells
+    rasterio's Affine puts those centres in, and the command line's store."""
+    from cli import run_main
+    z = dem(7, (24, 30))
+    path, gt = _utm_dem(tmp_path, z)
+    coarse = np.zeros((12, 15), np.float32)
+    coarse[0, 7] = coarse[11, 2] = 1
+    cgt = rasterio.Affine(60.0, 0, 500000.0, 0, -60.0, 4000000.0)
+    cpath = tmp_path / "coarse.tif"
+    with rasterio.open(cpath, "w", driver="GTiff", height=12, width=15, count=1,
+                       dtype="float32", crs="EPSG:32617", transform=cgt) as dst:
+        dst.write(coarse, 1)
+    cells = [tuple(int(v) for v in rasterio.transform.rowcol(gt, *(cgt @ (c + 0.5, r + 0.5))))
+             for r, c in ((0, 7), (11, 2))]
+    assert cells == [(1, 15), (23, 5)]  # the centre of a coarse cell: a corner of four
+    for op in (terrain.fill, terrain.flow):
+        got, want = (op(path, outlets=o, backend="cpu") for o in (cpath, cells))
+        for name in want.data_vars:
+            np.testing.assert_array_equal(got[name].values, want[name].values)
+    out = tmp_path / "c.fill.zarr"
+    assert run_main(capsys, "fill", path, "--outlets", cpath, "-o", out, "--backend", "cpu")[0] == 0
+    import zarr
+    np.testing.assert_array_equal(np.asarray(zarr.open_group(out, mode="r")["filled"][:]),
+                                  terrain.fill(path, outlets=cpath, backend="cpu").filled.values)
