@@ -35,8 +35,9 @@ from terrain.errors import InputError, naming
 from terrain.grid.edges import check_connectivity
 from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_drained,
                                direction_group, direction_pass, fill_depressions,
-                               fill_fits_on_device, flow_accumulation, flow_directions,
-                               flow_fits_on_device, forget_flat_states, group_totals)
+                               fill_fits_on_device, fill_store_attrs, flow_accumulation,
+                               flow_directions, flow_fits_on_device, forget_flat_states,
+                               group_totals)
 from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, warn_degrees, write_georeference
@@ -115,32 +116,6 @@ def flow_route(shape, route="auto", memory_bytes=None, backend=None):
     return "in-core" if cells * IN_CORE_BYTES <= memory_bytes // 2 else "tiled"
 
 
-def _fill_result(path, connectivity, outlets):
-    """The attributes of the store at ``path`` when ``terrain fill`` wrote it (its ``filled``
-    layer is then the flow's filled DEM), else None. :class:`InputError` when that fill does
-    not drain as this flow would: another connectivity, named outlets, or depressions left
-    unfilled on purpose."""
-    if not is_store(path):
-        return None
-    group = open_group(path, mode="r")
-    summary = group.attrs.get("fill")
-    if "filled" not in group or not isinstance(summary, dict):
-        return None
-    conn = int(summary.get("connectivity", 0))
-    if conn != int(connectivity):
-        raise InputError(f"{path}: filled {conn}-connected, not {connectivity}-connected as "
-                         "this flow: give the DEM, or a fill of the same connectivity")
-    if outlets is not None or summary.get("outlets_file"):
-        raise InputError(f"{path}: a filled store drains to the grid's edge and nodata here; "
-                         "with named outlets give the DEM and the outlets")
-    kept = [what for k, what in (("min_depth", "depth"), ("min_area", "area"))
-            if summary.get(k) is not None]
-    if kept:
-        raise InputError(f"{path}: its fill kept the depressions of at least a minimum "
-                         f"{' and '.join(kept)} unfilled (their pits are sinks): give the DEM")
-    return dict(group.attrs)
-
-
 def _fill_store_grid(path, attrs):
     """The :class:`pipelines._command.InputGrid` of a store ``terrain fill`` wrote (its
     ``attrs``): its ``filled`` layer's grid and tiles (the inner chunks)."""
@@ -206,7 +181,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                         [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
                         overwrite or resume)  # a resumed run's store may be published
     connectivity = check_connectivity(connectivity)
-    fill_attrs = _fill_result(inp, connectivity, outlets)
+    fill_attrs = fill_store_attrs(inp, connectivity, outlets)
     dem_layer = "elevation" if fill_attrs is None else "filled"
     if fill_attrs is not None:  # its filled layer is the filled DEM: no fill again
         filled = True

@@ -886,7 +886,10 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     Parameters
     ----------
     dem : ndarray, xarray.DataArray, dask array, or path
-        Elevations, NaN (or the DataArray's nodata) = nodata.
+        Elevations, NaN (or the DataArray's nodata) = nodata. A store written by ``terrain
+        fill`` gives its ``filled`` layer, not filled again (as the command line's ``flow``
+        reads it; a fill of another connectivity, or with named outlets or kept
+        depressions, is refused: give the DEM).
     connectivity : {8, 4}
     outlets : same kinds as ``dem``, sequence of (row, col), or path, optional
         The cells water leaves by: the non-zero cells of a raster on the DEM's grid, cells,
@@ -919,11 +922,18 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     """
     import xarray as xr
 
-    from .hydrology import (DEGREE_STEPS, check_drained, fill_depressions, flow_accumulation,
-                            flow_directions)
+    from .hydrology import (DEGREE_STEPS, check_drained, fill_depressions, fill_store_attrs,
+                            flow_accumulation, flow_directions)
+    from .io.zarr_meta import open_group
 
-    z, geo = _in_memory(dem)
     filled = _flag(filled, "filled")
+    if isinstance(dem, (str, os.PathLike)) and fill_store_attrs(dem, connectivity, outlets):
+        # a fill's store: its filled layer is the filled DEM (an epsilon fill's too), as the
+        # command line's flow reads it; its elevation filled again would route flats anew
+        _, geo = as_dem(dem)
+        z, filled = np.asarray(open_group(dem, mode="r")["filled"][:], np.float32), True
+    else:
+        z, geo = _in_memory(dem)
     mask = None if outlets is None else _outlet_mask(outlets, z, geo)
     w = (None if weights is None
          else _on_grid(weights, z.shape, geo, "weights", np.float64)[0])

@@ -1046,3 +1046,34 @@ def test_an_outlets_raster_on_its_own_grid_is_read_as_the_command_line_reads_it(
     import zarr
     np.testing.assert_array_equal(np.asarray(zarr.open_group(out, mode="r")["filled"][:]),
                                   terrain.fill(path, outlets=cpath, backend="cpu").filled.values)
+
+
+def test_flow_of_a_fill_store_takes_its_filled_layer_as_the_command_line_does(tmp_path,
+                                                                            capsys):
+    """``terrain.flow("dem.fill.zarr")`` of an epsilon fill's store: its ``filled`` layer,
+    as ``terrain flow dem.fill.zarr`` takes it, where the store's elevation was filled again
+    (flats routed anew: other directions in thousands of cells of the sample). Oracles: the
+    command line's store, and the flow certificate on the epsilon-filled elevations; a fill
+    that kept depressions is refused as the command refuses it."""
+    import zarr
+    from cli import run_main
+    from terrain.verify import verify_flow
+    z = np.round(dem(8, (30, 36)) / 25) * 25  # coarse steps: flats to route
+    path, _ = _utm_dem(tmp_path, z)
+    store, flowed = tmp_path / "e.fill.zarr", tmp_path / "e.flow.zarr"
+    assert run_main(capsys, "fill", path, "--epsilon", "-o", store, "--backend", "cpu")[0] == 0
+    assert run_main(capsys, "flow", store, "-o", flowed, "--backend", "cpu")[0] == 0
+    got = terrain.flow(store, backend="cpu")
+    want = zarr.open_group(flowed, mode="r")
+    for name in ("filled", "direction", "accumulation"):
+        np.testing.assert_array_equal(got[name].values, np.asarray(want[name][:]))
+    eps = np.asarray(zarr.open_group(store, mode="r")["filled"][:])
+    np.testing.assert_array_equal(got.filled.values, eps)
+    assert verify_flow(eps, got.direction.values, got.accumulation.values,
+                       cellsize=(30.0, 30.0)).ok
+    assert not np.array_equal(got.direction.values, terrain.flow(path, backend="cpu").direction)
+    kept = tmp_path / "k.fill.zarr"
+    assert run_main(capsys, "fill", path, "--min-area", "2", "-o", kept, "--backend", "cpu")[0] == 0
+    with pytest.raises(InputError, match="its fill kept the depressions of at least a minimum "
+                                         "area unfilled"):
+        terrain.flow(kept, backend="cpu")

@@ -5,6 +5,6 @@ from .fill import (depression_hierarchy, depression_labels, fill_depressions, fi
     fill_walks, FillResult, FillSpec, HIERARCHY_COLUMNS, kept_pits, LAKE_LABELS, LeafBlock,
     outlet_cells, SINKS_MEANING)
 from .flow import (accumulation_pass, check_drained, DEGREE_STEPS, direction_group, direction_pass,
-    flow_accumulation, flow_directions, FlowDirections, FlowSpec, forget_flat_states,
-    group_totals, NotFilled)
+    fill_store_attrs, flow_accumulation, flow_directions, FlowDirections, FlowSpec,
+    forget_flat_states, group_totals, NotFilled)
 from .watershed import snap_outlets, stream_links, watershed

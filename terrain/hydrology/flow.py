@@ -37,7 +37,8 @@ from ._neighbours import NB_DC, NB_DR, direction_codes
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
            "direction_pass", "direction_group", "group_totals", "forget_flat_states",
-           "accumulation_pass", "padded_window", "NotFilled", "check_drained", "DEGREE_STEPS"]
+           "accumulation_pass", "padded_window", "NotFilled", "check_drained", "DEGREE_STEPS",
+           "fill_store_attrs"]
 
 #: what a geographic DEM's directions take from its cells in degrees (the warning's words)
 DEGREE_STEPS = ("a step east as long as a step north (at 60° it is half as long): the "
@@ -929,3 +930,31 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
     accumulation_pass(spec, plan, _array_reader(d), write,
                       None if w is None else _array_reader(w), backend)
     return acc
+
+
+def fill_store_attrs(path, connectivity=8, outlets=None):
+    """The attributes of the store at ``path`` when ``terrain fill`` wrote it (its ``filled``
+    layer is then a flow's filled DEM, not filled again), else None. :class:`InputError`
+    when that fill does not drain as this flow would: another connectivity, named
+    ``outlets``, or depressions left unfilled on purpose."""
+    from ..io.zarr_meta import open_group
+    from ..tiles import is_store
+    if not is_store(path):
+        return None
+    group = open_group(path, mode="r")
+    summary = group.attrs.get("fill")
+    if "filled" not in group or not isinstance(summary, dict):
+        return None
+    conn = int(summary.get("connectivity", 0))
+    if conn != int(connectivity):
+        raise InputError(f"{path}: filled {conn}-connected, not {connectivity}-connected as "
+                         "this flow: give the DEM, or a fill of the same connectivity")
+    if outlets is not None or summary.get("outlets_file"):
+        raise InputError(f"{path}: a filled store drains to the grid's edge and nodata here; "
+                         "with named outlets give the DEM and the outlets")
+    kept = [what for k, what in (("min_depth", "depth"), ("min_area", "area"))
+            if summary.get(k) is not None]
+    if kept:
+        raise InputError(f"{path}: its fill kept the depressions of at least a minimum "
+                         f"{' and '.join(kept)} unfilled (their pits are sinks): give the DEM")
+    return dict(group.attrs)
