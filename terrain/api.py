@@ -606,6 +606,8 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
     >>> f = mst(z, connectivity=4, backend="cpu")
     >>> f.values.tolist(), f.x.values.tolist(), int(f.attrs["trees"])
     ([[3, 3, 2], [0, 0, 0]], [5.0, 15.0, 25.0], 1)
+    >>> f.dtype.name, f.attrs["total_weight"], f.attrs["weight"]
+    ('uint8', 20.0, 'max')
     """
     from .grid.edges import check_weight_range
     from .grid.mst import grid_mst
@@ -919,6 +921,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     >>> ds = flow(np.array([[3, 2, 1], [3, 2, 1]], np.float32), filled=True, backend="cpu")
     >>> ds.direction.values.tolist(), ds.accumulation.values.tolist()
     ([[1, 1, 0], [1, 1, 0]], [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+    >>> {name: ds[name].dtype.name for name in ds.data_vars}
+    {'filled': 'float32', 'direction': 'uint8', 'accumulation': 'float64'}
     """
     import xarray as xr
 
@@ -1159,6 +1163,8 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
     >>> ds = fill(z, backend="cpu")
     >>> ds.filled.values[1:3, 1:3].tolist(), int(ds.attrs["depressions"])
     ([[4.0, 4.0], [5.0, 4.0]], 1)
+    >>> {name: ds[name].dtype.name for name in ds.data_vars}
+    {'filled': 'float32', 'depth': 'float32', 'depression': 'int32'}
     """
     import xarray as xr
 
