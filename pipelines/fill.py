@@ -26,8 +26,8 @@ import numpy as np
 
 from terrain.backend import get_backend
 from terrain.errors import InputError, naming, warn
-from terrain.hydrology import (LAKE_LABELS, SINKS_MEANING, FillSpec, fill_depressions,
-                               fill_walks)
+from terrain.hydrology import (FILL_MEANINGS, LAKE_LABELS, SINKS_MEANING, FillSpec,
+                               fill_depressions, fill_walks)
 from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, write_georeference
@@ -48,11 +48,9 @@ __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill
 
 #: name -> (dtype, fill value = nodata, meaning)
 LAYERS = {
-    "filled": ("float32", np.nan, "spill elevation: the level each cell floods to "
-               "(priority-flood depression filling); NaN = nodata"),
-    "depth": ("float32", np.nan, "filled - elevation (0 outside depressions); NaN = nodata"),
-    "depression": ("int32", 0, "id of the depression (lake) a cell lies in, numbered in the "
-                   "row-major order of the lakes' first cells; 0 outside any"),
+    "filled": ("float32", np.nan, FILL_MEANINGS["filled"]),
+    "depth": ("float32", np.nan, FILL_MEANINGS["depth"]),
+    "depression": ("int32", 0, FILL_MEANINGS["depression"]),
 }
 GEOTIFF_LAYERS = tuple(LAYERS)
 #: the tiled route's steps that keep their results in the partial output (``--resume``),

@@ -35,9 +35,9 @@ from terrain.errors import InputError, naming
 from terrain.grid.edges import check_connectivity
 from terrain.hydrology import (DEGREE_STEPS, FlowSpec, accumulation_pass, check_drained,
                                direction_group, direction_pass, fill_depressions,
-                               fill_fits_on_device, fill_store_attrs, flow_accumulation,
-                               flow_directions, flow_fits_on_device, forget_flat_states,
-                               group_totals)
+                               fill_fits_on_device, fill_store_attrs, FLOW_MEANINGS,
+                               flow_accumulation, flow_directions, flow_fits_on_device,
+                               forget_flat_states, group_totals)
 from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
 from terrain.io.georef import mark_raster, unit_of, warn_degrees, write_georeference
@@ -65,14 +65,9 @@ __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAY
 #: 3.29-4.25 s with the tiled route's codecs; the 40-ft flow on an H200: writes 0.84 s
 #: against 1.00 s)
 FLOW_LAYERS = {
-    "filled": ("float32", np.float32(np.nan), ("lz4", 1, "shuffle"),
-               "depression-filled elevation (the spill level of every cell); NaN nodata"),
-    "direction": ("uint8", 255, ("lz4", 5, "bitshuffle"),
-                  "D8 flow direction, ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, "
-                  "128 NE; 0 outlet; 255 nodata"),
-    "accumulation": ("float64", np.nan, ("lz4", 5, "shuffle"),
-                     "flow accumulation: cells (or weights) draining through the cell, "
-                     "itself included; NaN nodata"),
+    "filled": ("float32", np.float32(np.nan), ("lz4", 1, "shuffle"), FLOW_MEANINGS["filled"]),
+    "direction": ("uint8", 255, ("lz4", 5, "bitshuffle"), FLOW_MEANINGS["direction"]),
+    "accumulation": ("float64", np.nan, ("lz4", 5, "shuffle"), FLOW_MEANINGS["accumulation"]),
 }
 #: the tiled route's codecs where they differ: out of core the bytes bound the run, and Zstd
 #: level 1 keeps a 10-ft flow's directions and accumulations in 0.8 and 3.5 GB against 1.6

@@ -926,8 +926,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     """
     import xarray as xr
 
-    from .hydrology import (DEGREE_STEPS, check_drained, fill_depressions, fill_store_attrs,
-                            flow_accumulation, flow_directions)
+    from .hydrology import (DEGREE_STEPS, FLOW_MEANINGS, check_drained, fill_depressions,
+                            fill_store_attrs, flow_accumulation, flow_directions)
     from .io.zarr_meta import open_group
 
     filled = _flag(filled, "filled")
@@ -949,13 +949,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     if filled:
         check_drained(d.stats, "dem")
     acc = flow_accumulation(d.direction, w, backend=backend)
-    meanings = {"filled": "depression-filled elevation; NaN nodata",
-                "direction": "D8 flow direction, ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, "
-                             "32 NW, 64 N, 128 NE; 0 outlet; 255 nodata",
-                "accumulation": "cells (or weights) draining through the cell, itself "
-                                "included; NaN nodata"}
-    layers = {name: raster_like(v, geo, name, geo.with_units({"description": meanings[name]})
-                                if name == "filled" else {"description": meanings[name]},
+    layers = {name: raster_like(v, geo, name, geo.with_units({"meaning": FLOW_MEANINGS[name]})
+                                if name == "filled" else {"meaning": FLOW_MEANINGS[name]},
                                 255 if name == "direction" else None)
               for name, v in (("filled", np.array(f, np.float32)),  # a copy: not the input
                               ("direction", d.direction), ("accumulation", acc))}
@@ -1168,19 +1163,16 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
     """
     import xarray as xr
 
-    from .hydrology import SINKS_MEANING, fill_depressions
+    from .hydrology import FILL_MEANINGS, SINKS_MEANING, fill_depressions
 
     z, geo = _in_memory(dem)
     epsilon, hierarchy = _flag(epsilon, "epsilon"), _flag(hierarchy, "hierarchy")
     out = None if outlets is None else _outlet_mask(outlets, z, geo).astype(np.uint8)
     r = fill_depressions(z, connectivity, out, epsilon=epsilon, min_depth=min_depth,
                          min_area=min_area, hierarchy=hierarchy, tile=tile, backend=backend)
-    meaning = {"filled": "spill elevation (priority-flood depression filling)",
-               "depth": "filled - elevation", "depression": "lake id (row-major order of "
-               "the lakes' first cells), 0 outside any"}
     layers = {name: raster_like(getattr(r, name), geo, name,
-                                geo.with_units({"meaning": meaning[name]})
-                                if name != "depression" else {"meaning": meaning[name]})
+                                geo.with_units({"meaning": FILL_MEANINGS[name]})
+                                if name != "depression" else {"meaning": FILL_MEANINGS[name]})
               for name in ("filled", "depth", "depression")}
     if r.sinks is not None:  # the kept depressions' pits, which drain
         sinks = np.zeros(z.shape, np.uint8)

@@ -1077,3 +1077,19 @@ def test_flow_of_a_fill_store_takes_its_filled_layer_as_the_command_line_does(tm
     with pytest.raises(InputError, match="its fill kept the depressions of at least a minimum "
                                          "area unfilled"):
         terrain.flow(kept, backend="cpu")
+
+
+def test_layers_say_what_they_hold_as_the_stores_layers_do(tmp_path, capsys):
+    """Each layer of ``terrain.fill`` and ``terrain.flow`` carries the ``meaning`` its
+    store's layer carries (``xr.open_zarr`` of the command's output), where the API's flow
+    said it under ``description`` and the fill in other words."""
+    import zarr
+    from cli import run_main
+    path, _ = _utm_dem(tmp_path, dem(9, (12, 14)))
+    for command, op in (("fill", terrain.fill), ("flow", terrain.flow)):
+        out = tmp_path / f"d.{command}.zarr"
+        assert run_main(capsys, command, path, "-o", out, "--backend", "cpu")[0] == 0
+        store, ds = zarr.open_group(out, mode="r"), op(path, backend="cpu")
+        for name in ds.data_vars:
+            assert ds[name].attrs["meaning"] == store[name].attrs["meaning"], name
+            assert "description" not in ds[name].attrs

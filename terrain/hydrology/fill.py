@@ -34,13 +34,22 @@ from .flow import _inside, padded_window
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
            "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS",
            "FillSpec", "LeafBlock", "LAKE_LABELS", "fill_walks", "fill_tiled",
-           "SINKS_MEANING"]
+           "SINKS_MEANING", "FILL_MEANINGS"]
 
 #: the layer that the tiled fill's ``read`` gives its groups' own lake labels from (what
 #: its ``keep`` kept of them), which the label walk turns into ``depression`` ids
 LAKE_LABELS = "lake_labels"
 #: what the ``sinks`` layer of a fill that keeps depressions says
 SINKS_MEANING = "1 = the pit of a depression kept by the minimum depth or area: it drains"
+#: what each layer of a fill holds: its ``meaning`` attribute, in a store and in
+#: :func:`terrain.fill`'s Dataset alike
+FILL_MEANINGS = {
+    "filled": "spill elevation: the level each cell floods to (priority-flood depression "
+              "filling); NaN = nodata",
+    "depth": "filled - elevation (0 outside depressions); NaN = nodata",
+    "depression": "id of the depression (lake) a cell lies in, numbered in the row-major "
+                  "order of the lakes' first cells; 0 outside any",
+}
 
 
 @dataclass

@@ -38,7 +38,17 @@ from ._neighbours import NB_DC, NB_DR, direction_codes
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
            "direction_pass", "direction_group", "group_totals", "forget_flat_states",
            "accumulation_pass", "padded_window", "NotFilled", "check_drained", "DEGREE_STEPS",
-           "fill_store_attrs"]
+           "fill_store_attrs", "FLOW_MEANINGS"]
+
+#: what each layer of a flow holds: its ``meaning`` attribute, in a store and in
+#: :func:`terrain.flow`'s Dataset alike
+FLOW_MEANINGS = {
+    "filled": "depression-filled elevation (the spill level of every cell); NaN nodata",
+    "direction": "D8 flow direction, ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, "
+                 "128 NE; 0 outlet; 255 nodata",
+    "accumulation": "flow accumulation: cells (or weights) draining through the cell, itself "
+                    "included; NaN nodata",
+}
 
 #: what a geographic DEM's directions take from its cells in degrees (the warning's words)
 DEGREE_STEPS = ("a step east as long as a step north (at 60° it is half as long): the "
