@@ -895,10 +895,12 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     connectivity : {8, 4}
     outlets : same kinds as ``dem``, sequence of (row, col), or path, optional
         The cells water leaves by: the non-zero cells of a raster on the DEM's grid, cells,
-        or the points of a file (CSV ``x,y`` or ``lon,lat``, GeoJSON, GeoPackage, Shapefile,
-        FlatGeobuf, KML; reprojected into the DEM's CRS) as the command line's
-        ``--outlets`` (default: the grid's edge and nodata). A cell on nodata is refused;
-        a raster's on nodata drain nothing (a warning says how many, an error when all do).
+        or a file as the command line's ``--outlets`` reads it: points (CSV ``x,y`` or
+        ``lon,lat``, GeoJSON, GeoPackage, Shapefile, FlatGeobuf, KML; reprojected into the
+        DEM's CRS), or a raster whose non-zero cells are mapped through their centres (on
+        a grid of its own) (default: the grid's edge and nodata). A cell on nodata is
+        refused; a raster's on nodata drain nothing (a warning says how many, an error when
+        all do).
     weights : same kinds as ``dem``, optional
         Per-cell weights (rainfall) to accumulate instead of 1 per cell; NaN counts 0.
     filled : bool
@@ -1128,10 +1130,10 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
         Elevations, NaN (or the DataArray's nodata) = nodata.
     connectivity : {4, 8}
     outlets : same kinds as ``dem``, sequence of (row, col), or path, optional
-        Non-zero cells of a raster on the DEM's grid, cells, or the points of a file (as
-        :func:`flow`'s) (default: the grid's edge and nodata). A cell on nodata is
-        refused; a raster's on nodata drain nothing (a warning says how many, an error when
-        all do).
+        Non-zero cells of a raster on the DEM's grid, cells, or a file of points or a
+        raster (as :func:`flow`'s) (default: the grid's edge and nodata). A cell on nodata
+        is refused; a raster's on nodata drain nothing (a warning says how many, an error
+        when all do).
     epsilon : bool
         RichDEM's epsilon fill (flats raised by float32 steps so that every cell drains).
     min_depth, min_area : optional
