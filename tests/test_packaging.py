@@ -1,5 +1,8 @@
-"""What the distributions carry: the sdist every tracked file a build or a test run reads."""
+"""What the distributions carry: the sdist every tracked file a build or a test run reads, the
+wheel the stubs and their typing marker; the stubs export their names to type checkers."""
 
+import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # tracked files that only the repository itself uses: its ignore list and its CI script
 NOT_SHIPPED = {".gitignore", ".ci/run"}
+STUBBED = ["terrain", "terrain.grid", "terrain.graph", "terrain.hydrology", "terrain.tiles",
+           "terrain.io", "pipelines"]
 
 
 def tracked_files():
@@ -54,3 +59,36 @@ def test_the_sdist_carries_every_tracked_file(tmp_path):
         shipped = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
     assert sorted(set(tracked_files()) - NOT_SHIPPED - shipped) == []
     assert not [p for p in shipped if "__pycache__" in p or p.endswith(".pyc")]
+
+
+def test_the_wheel_carries_the_stubs_and_their_typing_marker(tmp_path):
+    """Without ``py.typed`` mypy reads nothing of an installed package (``import terrain``:
+    "module is installed, but missing library stubs or py.typed marker")."""
+    src = copy_of_checkout(tmp_path)
+    lib = tmp_path / "lib"
+    env = dict(os.environ, TERRAIN_NO_PRECOMPILE="1")
+    subprocess.run([sys.executable, "setup.py", "-q", "build_py", "-d", str(lib)], cwd=src,
+                   env=env, check=True, capture_output=True)
+    for package in STUBBED:
+        folder = lib.joinpath(*package.split("."))
+        assert (folder / "__init__.pyi").is_file(), package
+    for top in {p.split(".")[0] for p in STUBBED}:
+        assert (lib / top / "py.typed").is_file(), top
+
+
+@pytest.mark.parametrize("package", STUBBED)
+def test_the_stubs_export_their_names_to_type_checkers(package):
+    """A stub's ``from .m import x`` is private to type checkers (PEP 484: only ``x as x``
+    re-exports), so mypy said ``Module "terrain" does not explicitly export attribute
+    "mst"``; and a name the package sets itself (``terrain.__version__``) must be declared
+    there too: mypy reads the stub instead of the module."""
+    folder = ROOT.joinpath(*package.split("."))
+    stub = ast.parse((folder / "__init__.pyi").read_text())
+    hidden = [f"{node.module}.{a.name}" for node in stub.body if isinstance(node, ast.ImportFrom)
+              for a in node.names if a.asname != a.name]
+    assert hidden == []
+    declared = {node.target.id for node in stub.body if isinstance(node, ast.AnnAssign)}
+    module = ast.parse((folder / "__init__.py").read_text())
+    own = {t.id for node in module.body if isinstance(node, ast.Assign) for t in node.targets
+           if isinstance(t, ast.Name)}
+    assert sorted(own - declared) == []
