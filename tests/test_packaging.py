@@ -61,6 +61,19 @@ def test_the_sdist_carries_every_tracked_file(tmp_path):
     assert not [p for p in shipped if "__pycache__" in p or p.endswith(".pyc")]
 
 
+def test_the_metadata_builds_without_deprecated_fields(tmp_path):
+    """setuptools warned that ``license = { text = ... }`` would stop building after
+    2027-02-18: the metadata is built with its deprecation warnings as errors."""
+    src = copy_of_checkout(tmp_path)
+    code = ("import sys, warnings; from setuptools.warnings import SetuptoolsDeprecationWarning; "
+            "warnings.simplefilter('error', SetuptoolsDeprecationWarning); "
+            "from setuptools import build_meta; "
+            "build_meta.prepare_metadata_for_build_wheel(sys.argv[1])")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=src,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def test_the_wheel_carries_the_stubs_and_their_typing_marker(tmp_path):
     """Without ``py.typed`` mypy reads nothing of an installed package (``import terrain``:
     "module is installed, but missing library stubs or py.typed marker")."""
