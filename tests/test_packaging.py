@@ -18,6 +18,10 @@ STUBBED = ["terrain", "terrain.grid", "terrain.graph", "terrain.hydrology", "ter
            "terrain.io", "pipelines"]
 
 
+def metadata():
+    return pytest.importorskip("tomllib").loads((ROOT / "pyproject.toml").read_text())
+
+
 def tracked_files():
     """The checkout's files as git lists them: the independent record of the source."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
@@ -28,15 +32,11 @@ def tracked_files():
 
 def copy_of_checkout(tmp_path):
     """The tracked files alone, as a clean clone holds them (no build products, no caches)."""
-    pytest.importorskip("tomllib")
-    from packaging.requirements import Requirement
-    from packaging.version import Version
-    import setuptools
-    import tomllib
-    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    wanted = next(Requirement(r) for r in meta["build-system"]["requires"]
+    setuptools = pytest.importorskip("setuptools")
+    Requirement = pytest.importorskip("packaging.requirements").Requirement
+    wanted = next(Requirement(r) for r in metadata()["build-system"]["requires"]
                   if Requirement(r).name == "setuptools")
-    if Version(setuptools.__version__) not in wanted.specifier:
+    if setuptools.__version__ not in wanted.specifier:
         pytest.skip(f"the build needs {wanted}, this environment has {setuptools.__version__}")
     src = tmp_path / "src"
     for rel in tracked_files():
@@ -105,3 +105,62 @@ def test_the_stubs_export_their_names_to_type_checkers(package):
     own = {t.id for node in module.body if isinstance(node, ast.Assign) for t in node.targets
            if isinstance(t, ast.Name)}
     assert sorted(own - declared) == []
+
+
+def imported_distributions(*folders):
+    """``{distribution: a file importing it}`` of the third-party modules that the Python
+    files under ``folders`` import anywhere (a function's own import too), as the installed
+    packages' own records (``packages_distributions``) name them; modules that no installed
+    distribution provides (CuPy without a GPU) cannot be checked and are left out."""
+    import importlib.metadata
+    providers = importlib.metadata.packages_distributions()
+    found = {}
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    modules = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    modules = [node.module]
+                else:
+                    continue
+                for module in modules:
+                    for dist in providers.get(module.split(".")[0], []):
+                        found.setdefault(dist.lower().replace("_", "-"), str(path.relative_to(ROOT)))
+    found.pop("terrain", None)
+    return found
+
+
+def declared(*groups):
+    """The distributions ``groups`` of pyproject.toml's requirements name (``"dependencies"``
+    or an extra's name); ``dask[array,distributed]`` declares distributed too, whose version
+    dask's extra pins."""
+    Requirement = pytest.importorskip("packaging.requirements").Requirement
+    project = metadata()["project"]
+    names = set()
+    for group in groups:
+        for spec in (project["dependencies"] if group == "dependencies"
+                     else project["optional-dependencies"][group]):
+            req = Requirement(spec)
+            names |= {req.name.lower().replace("_", "-")} | set(req.extras)
+    return names
+
+
+def test_the_dependencies_are_what_the_package_imports():
+    """numcodecs (the blocked cost distance's Blosc) and fsspec (stores at URLs) were imported
+    but came only through zarr and dask, which may drop them; psutil was declared and never
+    imported. bokeh is imported by distributed for the cluster's dashboard, not by terrain."""
+    imported = imported_distributions("terrain", "pipelines")
+    extras = [e for e in metadata()["project"]["optional-dependencies"] if e != "dev"]
+    assert {d: f for d, f in imported.items() if d not in declared("dependencies", *extras)} == {}
+    assert sorted(declared("dependencies") - {"array", "distributed", "bokeh"} - set(imported)) == []
+
+
+def test_the_test_extra_holds_what_the_tests_import():
+    """``pip install ".[test]"`` then ``python -m pytest``: tifffile, pyproj and google-crc32c
+    came with scikit-image, rioxarray and zarr 3.1 (zarr 3.0, which the requirement allows,
+    has no google-crc32c: tests/tiles/test_store.py failed to import). The GPU tests run
+    where a cuda extra is installed."""
+    imported = imported_distributions("tests")
+    allowed = declared("dependencies", "test", "cuda12", "cuda13")
+    assert {d: f for d, f in imported.items() if d not in allowed} == {}
