@@ -3,6 +3,7 @@ wheel the stubs and their typing marker; the stubs export their names to type ch
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,6 +75,23 @@ def test_the_metadata_builds_without_deprecated_fields(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def test_the_distribution_takes_the_version_that_terrain_prints(tmp_path):
+    """``terrain --version`` prints ``terrain.__version__``; pyproject.toml held a version
+    of its own, so a release that bumped one of the two shipped metadata and a command that
+    disagreed."""
+    src = copy_of_checkout(tmp_path)
+    init = src / "terrain" / "__init__.py"
+    init.write_text(re.sub(r'(?m)^__version__ = ".*"$', '__version__ = "97.5.3"', init.read_text()))
+    code = ("import sys; from setuptools import build_meta; "
+            "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
+    out = tmp_path / "meta"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, capture_output=True,
+                          text=True, check=True)
+    meta = (out / proc.stdout.strip().splitlines()[-1] / "METADATA").read_text()
+    assert "\nVersion: 97.5.3\n" in meta
+
+
 def test_the_wheel_carries_the_stubs_and_their_typing_marker(tmp_path):
     """Without ``py.typed`` mypy reads nothing of an installed package (``import terrain``:
     "module is installed, but missing library stubs or py.typed marker")."""
@@ -126,7 +144,8 @@ def imported_distributions(*folders):
                     continue
                 for module in modules:
                     for dist in providers.get(module.split(".")[0], []):
-                        found.setdefault(dist.lower().replace("_", "-"), str(path.relative_to(ROOT)))
+                        name = dist.lower().replace("_", "-")
+                        found.setdefault(name, str(path.relative_to(ROOT)))
     found.pop("terrain", None)
     return found
 
@@ -153,7 +172,8 @@ def test_the_dependencies_are_what_the_package_imports():
     imported = imported_distributions("terrain", "pipelines")
     extras = [e for e in metadata()["project"]["optional-dependencies"] if e != "dev"]
     assert {d: f for d, f in imported.items() if d not in declared("dependencies", *extras)} == {}
-    assert sorted(declared("dependencies") - {"array", "distributed", "bokeh"} - set(imported)) == []
+    unused = declared("dependencies") - {"array", "distributed", "bokeh"} - set(imported)
+    assert sorted(unused) == []
 
 
 def test_the_test_extra_holds_what_the_tests_import():
