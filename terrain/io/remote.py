@@ -175,13 +175,20 @@ def _split(path, options=None):
     return path, options
 
 
+#: URL schemes whose fsspec client an extra of terrain's installs (pyproject.toml)
+_CLIENT_EXTRAS = {"s3": "s3", "s3a": "s3"}
+
+
 def _fs(url, options=None):
     import fsspec
     url, options = _split(url, options)
     try:
         fs, root = fsspec.core.url_to_fs(url, **(options or {}))
     except ImportError as e:
-        raise InputError(f"{url}: no filesystem for this URL ({e})") from None
+        # fsspec names the client to install; terrain's extra that installs it, where it has one
+        extra = _CLIENT_EXTRAS.get(fsspec.core.split_protocol(url)[0])
+        hint = f"; pip install 'terrain[{extra}]'" if extra else ""
+        raise InputError(f"{url}: no filesystem for this URL ({e}{hint})") from None
     except (ValueError, TypeError) as e:
         raise InputError(f"{url}: {e}") from None
     # the filesystem is cached, its listings too: other processes (a cluster's workers)

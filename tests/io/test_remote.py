@@ -1,11 +1,16 @@
 """Stores at fsspec URLs (terrain.io.remote): memory:// in this process, s3:// on a local moto
 server. Every result at a URL must hold the bits the same command writes to a local path."""
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import zarr
 
-from cli import run_main
+from cli import child_env, run_main
 
 SYNC = "synchronous"
 
@@ -795,3 +800,20 @@ def test_an_object_store_client_error_is_one_line(capsys, monkeypatch):
     monkeypatch.setattr(NoCredentialsError, "__module__", "elsewhere")
     with pytest.raises(NoCredentialsError):  # another package's error stays a traceback
         run_main(capsys, "info", "x.zarr", scheduler=None)
+
+
+def test_a_url_whose_client_is_missing_names_the_extra_that_installs_it():
+    """Without s3fs, ``info s3://...`` said fsspec's "Install s3fs to access S3" alone, where
+    ``plot`` and Parquet outputs name their extra: the extra named holds s3fs in
+    pyproject.toml."""
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    code = ("import sys; sys.modules['s3fs'] = None; from terrain.run import main; "
+            "sys.exit(main(['info', 's3://bucket/x.zarr']))")
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    extra = re.search(r"pip install 'terrain\[(\w+)\]'", line)
+    assert extra and any(r.startswith("s3fs") for r in extras[extra.group(1)]), line
