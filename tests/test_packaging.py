@@ -1,5 +1,7 @@
-"""What the distributions carry: the sdist every tracked file a build or a test run reads, the
-wheel the stubs and their typing marker; the stubs export their names to type checkers."""
+"""What the distributions carry and declare: the sdist every tracked file a build or a test
+run reads, the wheel the stubs and their typing marker (the stubs export their names to type
+checkers); the metadata's version, license, Python and dependencies, against what the code
+says and imports."""
 
 import ast
 import os
@@ -32,7 +34,8 @@ def tracked_files():
 
 
 def copy_of_checkout(tmp_path):
-    """The tracked files alone, as a clean clone holds them (no build products, no caches)."""
+    """The tracked files alone, as a clean clone holds them (no build products, no caches);
+    skipped where the setuptools here is older than the build-system's."""
     setuptools = pytest.importorskip("setuptools")
     Requirement = pytest.importorskip("packaging.requirements").Requirement
     wanted = next(Requirement(r) for r in metadata()["build-system"]["requires"]
