@@ -47,32 +47,6 @@ def test_no_compiler_is_a_clear_runtime_error(no_library, monkeypatch):
     assert not any(no_library.iterdir())
 
 
-def test_an_interrupted_first_use_compile_leaves_nothing_behind(tmp_path):
-    """Ctrl-C while the kernels compile on first use (about 8 CPU seconds): the partial
-    library (``._kernels-....so.PID.TID.tmp``) was left in the cache folder for good, and
-    the compiler's children (killed with the driver only) went on writing it. The compiler's
-    whole process group goes, the partial with it; the next call compiles afresh."""
-    import _thread
-    import threading
-    import time
-
-    cc = tmp_path / "slow-cc"  # a driver whose child writes the output late, as ld does
-    cc.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\nout=$2\n'
-                  'echo partial > "$out"\n(sleep 1; echo late >> "$out") &\nsleep 30\n')
-    cc.chmod(0o755)
-    folder = tmp_path / "cache"
-    folder.mkdir()
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        native.compile_library(folder / "k.so", "0123456789abcdef", compiler=str(cc))
-    timer.cancel()
-    time.sleep(1.5)  # past the child's late write
-    assert not any(folder.iterdir())
-    native.compile_library(folder / "k.so", "0123456789abcdef")
-    assert [p.name for p in folder.iterdir()] == ["k.so"]
-
-
 def test_a_signal_while_the_kernel_thread_starts_waits_for_the_kernel(monkeypatch):
     """Ctrl-C landing in ``Thread.start`` (the thread runs all the same) still stops the
     kernel and waits for it before raising: its arrays must outlive it."""

@@ -15,7 +15,6 @@ import hashlib
 import importlib.machinery
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
@@ -92,29 +91,15 @@ def compile_library(target, tag, compiler=None):
     argv = [*cc.split(), *CFLAGS, f'-DTERRAIN_PARSE_SOURCE="{tag}"', "-o", str(tmp),
             str(SOURCE)]
     try:
-        # a session of its own: stopped, the compiler goes with its children (cc1, as, ld),
-        # which outlive a kill of the driver alone and would write the partial after it is
-        # removed; and a terminal's Ctrl-C reaches this process only, which stops it here
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
-    except OSError as e:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as e:
         raise RuntimeError(f"compiling terrain's C kernels failed ({' '.join(argv)}): "
                            f"{e}") from None
-    try:
-        output, _ = proc.communicate(timeout=300)
-    except BaseException as e:  # noqa: BLE001 - a timeout, Ctrl-C, SIGTERM: nothing left
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        tmp.unlink(missing_ok=True)
-        if isinstance(e, subprocess.TimeoutExpired):
-            raise RuntimeError(f"compiling terrain's C kernels failed ({' '.join(argv)}): "
-                               f"{e}") from None
-        raise
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"compiling terrain's C kernels failed ({' '.join(argv)}):\n"
-                           f"{output.strip()[-2000:]}")
+                           f"{proc.stdout.strip()[-2000:]}")
     os.replace(tmp, target)
     return target
 
