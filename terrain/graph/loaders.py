@@ -31,7 +31,8 @@ FORMATS = ("snap", "mtx", "dimacs", "metis")
 DEFAULT_CHUNK_BYTES = 64 << 20
 
 (_ERR_NONE, _ERR_TOKEN, _ERR_FEW, _ERR_NEG, _ERR_TAG, _ERR_BIG, _ERR_RANGE, _ERR_LINES,
- _ERR_WEIGHT, _ERR_WEIGHT_INT, _ERR_EXTRA, _ERR_INFINITE, _ERR_WEIGHT_BIG) = range(13)
+ _ERR_WEIGHT, _ERR_WEIGHT_INT, _ERR_EXTRA, _ERR_INFINITE, _ERR_WEIGHT_BIG,
+ _ERR_EMPTY) = range(14)
 _LF = 10  # newline byte
 _HEAD_BYTES = 1 << 16       # first read of the head; grows while the header runs past it
 _SCAN_BYTES = 1 << 16       # read size while looking for the newline that ends a chunk
@@ -277,6 +278,8 @@ _MESSAGES = {
     _ERR_INFINITE: "weight in {text!r} is not a finite number{rule}",
     _ERR_WEIGHT_BIG: "integer weight too large in {text!r} (integer weights are below "
                      "10^18: 18 digits at most)",
+    _ERR_EMPTY: "cannot parse {text!r}: an empty field (a separator at the start or end of "
+                "the line, or two with nothing between them)",
 }
 _SNAP_RULE = " (the first edge line has one, so every edge line needs a finite number there)"
 
@@ -479,14 +482,19 @@ def _snap_header(path, head, whole, counts=True):
         return {"wmode": 1, "body": start}
     sep = ord(",") if "," in " ".join(tokens) else 0
     split = (lambda toks: " ".join(toks).replace(",", " ").split()) if sep else list
+    # a line with an empty field ("1,2,", "1,,2") is no header: the scanner refuses it
+    empty = (lambda toks: "" in (f.strip() for f in " ".join(toks).split(","))) if sep \
+        else (lambda toks: False)
+    line = tokens
     tokens = split(tokens)
     out = {"wmode": 1, "sep": sep, "body": start}
     if sep and not all(map(_is_number, tokens)):  # a CSV header row of column names
         out["body"] = nxt
-        lineno, tokens, nxt = _first_content_line(lines, lineno, ("#", "%"), whole)
-        tokens = split(tokens or [])
+        lineno, line, nxt = _first_content_line(lines, lineno, ("#", "%"), whole)
+        tokens = split(line or [])
     # ids of more than 18 digits are refused as ids (the parser's), not read as counts
-    if counts and len(tokens) == 2 and all(t.isdigit() and len(t) <= 18 for t in tokens):
+    if counts and len(tokens) == 2 and all(t.isdigit() and len(t) <= 18 for t in tokens) \
+            and not empty(line):
         first = (int(tokens[0]), int(tokens[1]), lineno)
         out["body"] = nxt
         lineno, tokens, _ = _first_content_line(lines, lineno, ("#", "%"), whole)

@@ -2007,6 +2007,7 @@ int64_t terrain_label_regions(const uint8_t *cells, int value, int64_t H, int64_
 #define G_ERR_WEIGHT_INT 9
 #define G_ERR_EXTRA 10
 #define G_ERR_WEIGHT_BIG 12
+#define G_ERR_EMPTY 13
 #define G_SP 32
 #define G_TAB 9
 #define G_CR 13
@@ -2017,6 +2018,23 @@ static inline int g_sep(uint8_t c) { return c == G_SP || c == G_TAB || c == G_CR
 /* the same with the edge list's own separator too (sep: ',' in a comma-separated file, or 0) */
 static inline int g_blank_s(uint8_t c, int sep) { return g_blank(c) || (sep && c == sep); }
 static inline int g_sep_s(uint8_t c, int sep) { return g_sep(c) || (sep && c == sep); }
+/* Move *ip to the next field of a line: past blanks and, in a file with a separator, at most
+ * one of it (blanks around it allowed). An empty field is G_ERR_EMPTY: a separator opening the
+ * line (first), two with nothing between them, or one that ends the line ("1,2," would
+ * otherwise read as "1 2", "1,,2" as "1 2"). */
+static inline int g_next_field(const uint8_t *buf, int64_t *ip, int64_t end, int sep,
+                               int first) {
+    int64_t i = *ip;
+    while (i < end && g_blank(buf[i])) ++i;
+    if (sep && i < end && buf[i] == sep) {
+        if (first) return G_ERR_EMPTY;
+        ++i;
+        while (i < end && g_blank(buf[i])) ++i;
+        if (i >= end || buf[i] == sep || buf[i] == G_LF || buf[i] == G_CR) return G_ERR_EMPTY;
+    }
+    *ip = i;
+    return G_ERR_NONE;
+}
 
 /* Line feeds in buf[0:end), 32 bytes a step: an upper bound of the records of an edge-list
  * chunk (terrain/graph/loaders.py read_graph_file sizes its slices with it). An exact record
@@ -2299,7 +2317,7 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
         }
         int64_t a = 0;
         for (int t = 0; t < 2 && err == G_ERR_NONE; ++t) {
-            while (i < end && g_blank_s(buf[i], sep)) ++i;
+            if ((err = g_next_field(buf, &i, end, sep, t == 0)) != G_ERR_NONE) break;
             if (i >= end || buf[i] == G_LF || buf[i] == G_CR) {
                 err = G_ERR_FEW;
                 break;
@@ -2318,7 +2336,7 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
         if (err != G_ERR_NONE) break;
         if (wmode == 1) { /* an unweighted edge list: nothing after the two ids */
             int64_t j = i;
-            while (j < end && g_blank_s(buf[j], sep)) ++j;
+            if ((err = g_next_field(buf, &j, end, sep, 0)) != G_ERR_NONE) break;
             if (j < end && buf[j] != G_LF && buf[j] != G_CR && buf[j] != comment_a &&
                 buf[j] != comment_b) {
                 err = G_ERR_EXTRA;
@@ -2328,7 +2346,7 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
             /* the common case first: a plain integer weight; anything else goes to the
              * general weight scanner */
             int64_t j = i;
-            while (j < end && g_blank_s(buf[j], sep)) ++j;
+            if ((err = g_next_field(buf, &j, end, sep, 0)) != G_ERR_NONE) break;
             const int64_t s = j;
             int nd, neg;
             const int64_t val = g_int_token(buf, &j, end, &nd, &neg);
@@ -2337,7 +2355,7 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
                 w_len[k] = (int32_t)(j - s);
                 i = j;
             } else {
-                err = g_scan_weight(buf, i, end, wmode, sep, k, w_int, w_len, w_flt);
+                err = g_scan_weight(buf, s, end, wmode, sep, k, w_int, w_len, w_flt);
                 if (err != G_ERR_NONE) break;
             }
         }

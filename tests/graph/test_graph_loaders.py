@@ -273,7 +273,25 @@ BAD_INPUTS = [
     ("skew.mtx", "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n2 1 0.5\n3 2 1\n",
      "skew.mtx:1: a skew-symmetric matrix's mirrored entries are the negatives"),
     ("empty.txt", "# nothing\n\n", "empty.txt: empty graph"),
+    # empty CSV fields: read as blanks they shifted the columns ("1,,2" was the edge 1-2)
+    ("trailing.csv", "# ids\n1,2\n2,3,\n", "trailing.csv:3: cannot parse '2,3,': an empty field"),
+    ("double.csv", "1,2\n1,,2\n2,3\n", "double.csv:2: cannot parse '1,,2': an empty field"),
+    ("first.csv", "1,2,\n2,3,\n", "first.csv:1: cannot parse '1,2,': an empty field"),
+    ("leading.csv", "src,dst\n,1,2\n", "leading.csv:2: cannot parse ',1,2': an empty field"),
 ]
+
+
+def test_a_comment_first_line_is_neither_a_field_nor_a_header(tmp_path):
+    """A CSV edge list opening with a comment: its columns come from the first edge line,
+    its row of column names is skipped, and every edge is read (checked against the edges
+    networkx reads from the same lines)."""
+    import networkx as nx
+    edges = "1,2\n2,3\n3,7\n"
+    for head in ("# comment, with a comma\n", "# comment\nsrc,dst\n", "% note\n"):
+        g = load_graph(_write(tmp_path / "c.csv", head + edges))
+        G = nx.parse_edgelist(edges.splitlines(), delimiter=",", nodetype=int)
+        assert g.id_array().tolist() == sorted(G) and g.m == G.number_of_edges()
+        assert g.weights is None
 
 
 @pytest.mark.parametrize("name,text,message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
