@@ -153,14 +153,13 @@ def _parse_sources(text):
 
 
 def _bfs_task(graph, source_ids, backend, predecessors=False):
-    sources = graph.index_of(source_ids, what="source vertex")
     t0 = time.perf_counter()
-    result = bfs(graph, sources, predecessors=predecessors, backend=backend)
+    result = bfs(graph, source_ids, predecessors=predecessors, backend=backend)
     seconds = time.perf_counter() - t0
     dist = result.dist
     summary = {
         "vertices": graph.n, "edges": graph.m,
-        "sources": [graph.id_of(s) for s in result.sources],
+        "sources": result.sources.tolist(),
         "reached": int(np.count_nonzero(dist >= 0)),
         "max_distance": result.stats.eccentricity, "levels": len(result.stats.level_sizes),
         "level_sizes": result.stats.level_sizes, "seconds": round(seconds, 6),
@@ -207,9 +206,8 @@ def bfs_command(args):
 
 def _sssp_task(graph, source_ids, algorithm, delta, backend, with_table):
     from terrain.graph import sssp
-    sources = graph.index_of(source_ids, what="source vertex")
     t0 = time.perf_counter()
-    result = sssp(graph, sources, algorithm=algorithm, delta=delta, backend=backend,
+    result = sssp(graph, source_ids, algorithm=algorithm, delta=delta, backend=backend,
                   predecessors=with_table)
     seconds = time.perf_counter() - t0
     reached = result.reached
@@ -217,7 +215,7 @@ def _sssp_task(graph, source_ids, algorithm, delta, backend, with_table):
     summary = {
         "vertices": graph.n, "edges": graph.m, "directed": graph.directed,
         "weighted": graph.weighted,
-        "sources": [graph.id_of(s) for s in result.sources],
+        "sources": result.sources.tolist(),
         "reached": int(np.count_nonzero(reached)), "max_distance": far.item(),
         "algorithm": result.algorithm, "delta": result.delta,
         "iterations": result.iterations, "seconds": round(seconds, 6),
@@ -414,9 +412,7 @@ def _mst_graph_task(graph, backend):
     result = minimum_spanning_forest(graph, backend=backend)
     seconds = time.perf_counter() - t0
     w = result.weight if graph.weights is not None else result.weight.astype(np.int64)
-    ids = graph.id_array()
-    table = {"u": ids[result.u].astype(np.int64), "v": ids[result.v].astype(np.int64),
-             "weight": w}
+    table = {"u": result.u.astype(np.int64), "v": result.v.astype(np.int64), "weight": w}
     summary = {"vertices": graph.n, "edges": graph.m, "weighted": graph.weighted,
                "forest_edges": int(result.u.size), "total_weight": result.total_weight,
                "trees": result.trees, "rounds": result.rounds, "seconds": round(seconds, 6)}

@@ -106,7 +106,7 @@ def _plot_bfs_levels(args):
     check_outputs(_plot_inputs(args), [args.output], args.overwrite)
     size, fmt = parse_size(args.size), picture_format(args.output)
     graph = load_graph(args.store, args.format)
-    r = bfs(graph, _parse_sources(args.source), by_id=True, predecessors=False,
+    r = bfs(graph, _parse_sources(args.source), predecessors=False,
             backend=args.backend)
     with atomic_output(args.output, args.overwrite) as tmp:
         info = render_bfs_levels(tmp, r.stats, size=size, format=fmt)

@@ -160,8 +160,7 @@ def _verify_bfs_file(path, graph_path, sources, fmt="auto"):
         raise InputError(f"{path}: not a NumPy distances file ({e})") from None
     check_input_file(graph_path)
     graph = load_graph(graph_path, fmt)
-    src = graph.index_of(sources, "source")
-    return verify_sssp(graph, dist, src, unreached=-1)
+    return verify_sssp(graph, dist, sources, unreached=-1)
 
 
 def verify_path(path, graph=None, sources=None, fmt="auto"):

@@ -860,7 +860,7 @@ def _flag(value, name):
 
 
 #: the True/False options of the graph operations (None: their default)
-GRAPH_FLAGS = ("directed", "predecessors", "by_id", "extremes")
+GRAPH_FLAGS = ("directed", "predecessors", "extremes")
 
 
 def _flags(options):
@@ -974,21 +974,21 @@ def bfs(graph, sources, **options):
         Taken undirected. A graph file (the command line's input) is read by
         :func:`terrain.graph.load_graph` (``lcc=True`` keeps its largest component).
     sources : vertex or list of vertices
-        Row numbers of a matrix or Graph; nodes of a NetworkX graph. A Graph read from a
-        file numbers its vertices 0..n-1 in the order of its ids (``graph.id_array()``):
-        ``by_id=True`` takes the file's own ids, as the command line's sources are.
+        The graph's own ids: a file's ids (a Graph read by
+        :func:`terrain.graph.load_graph`, as the command line's sources), nodes of a
+        NetworkX graph, row numbers of a matrix or arrays.
     **options
-        ``backend``, ``predecessors`` (default True), ``by_id`` of
-        :func:`terrain.graph.bfs`.
+        ``backend``, ``predecessors`` (default True) of :func:`terrain.graph.bfs`.
 
     Returns
     -------
     BFSResult
-        For a matrix (or Graph, arrays): ``dist`` (int, -1 where unreached) and ``pred``
-        (-1 at sources and unreached) arrays by row number (``graph.id_array()[row]`` is a
-        file's id), ``sources`` row numbers. For a NetworkX graph, in nodes as
-        :func:`sssp`'s: ``dist`` ``{node: hops}`` of the reached nodes in order of distance,
-        ``pred`` ``{node: predecessor}`` of the reached non-sources, ``sources`` nodes.
+        For a matrix, Graph or arrays: ``dist`` (int, -1 where unreached) by internal
+        vertex number, the ids in ``ids`` (``dist[i]`` is ``ids[i]``'s), ``pred`` (the
+        predecessors' ids, -1 at sources and unreached) and ``sources`` in ids. For a
+        NetworkX graph, in nodes as :func:`sssp`'s: ``dist`` ``{node: hops}`` of the reached
+        nodes in order of distance, ``pred`` ``{node: predecessor}`` of the reached
+        non-sources, ``sources`` nodes.
 
     Examples
     --------
@@ -1003,21 +1003,24 @@ def bfs(graph, sources, **options):
     from .graph import is_networkx
     r = _bfs(graph, sources, **_flags(options))
     if is_networkx(graph):
-        _in_nodes(graph, r, r.dist >= 0)
+        _in_nodes(r, r.dist >= 0)
     return r
 
 
-def _in_nodes(graph, r, reached):
-    """A result's ``dist``, ``pred`` and ``sources`` by row number put in the NetworkX
-    graph's nodes, in place: ``dist`` of the ``reached`` in order of distance (ties in the
-    graph's node order), ``pred`` of the reached non-sources."""
-    nodes = list(graph)
+def _in_nodes(r, reached):
+    """A result on a NetworkX graph as dicts of its nodes, in place: ``dist`` of the
+    ``reached`` in order of distance (ties in the graph's node order), ``pred`` of the
+    reached non-sources."""
+    nodes = r.ids.tolist()
+    sources = r.sources.tolist()
     reached = np.flatnonzero(reached)
-    order = reached[np.argsort(r.dist[reached], kind="stable")]
+    order = reached[np.argsort(r.dist[reached], kind="stable")].tolist()
     if r.pred is not None:
-        r.pred = {nodes[i]: nodes[int(r.pred[i])] for i in order.tolist() if r.pred[i] >= 0}
-    r.dist = {nodes[i]: r.dist[i].item() for i in order.tolist()}
-    r.sources = [nodes[i] for i in np.asarray(r.sources).tolist()]
+        is_source = set(sources)
+        pred = r.pred.tolist()
+        r.pred = {nodes[i]: pred[i] for i in order if nodes[i] not in is_source}
+    r.dist = {nodes[i]: r.dist[i].item() for i in order}
+    r.sources = sources
 
 
 @_interrupts_as_raised
@@ -1079,19 +1082,20 @@ def sssp(graph, sources, **options):
         A matrix's values are the weights (undirected unless ``directed=True``); a NetworkX
         graph's ``weight`` attribute (edges without it weigh 1), directed as the graph is.
     sources : vertex or list of vertices
-        Row numbers of a matrix or Graph; nodes of a NetworkX graph. A Graph read from a
-        file (:func:`terrain.graph.load_graph`) numbers its vertices 0..n-1 in the order of
-        its ids (``graph.id_array()``; DIMACS ids start at 1): ``by_id=True`` takes the
-        file's own ids, as the command line's sources are.
+        The graph's own ids: a file's ids (a Graph read by
+        :func:`terrain.graph.load_graph`; DIMACS ids start at 1), nodes of a NetworkX
+        graph, row numbers of a matrix or arrays.
     **options
-        ``algorithm``, ``delta``, ``backend``, ``directed``, ``predecessors``, ``by_id`` of
+        ``algorithm``, ``delta``, ``backend``, ``directed``, ``predecessors`` of
         :func:`terrain.graph.sssp`.
 
     Returns
     -------
     SSSPResult
-        For a matrix (or Graph, arrays): ``dist`` and ``pred`` arrays by row number (``inf``
-        / -1 where unreached). For a NetworkX graph: ``dist`` ``{node: distance}`` of the
+        For a matrix, Graph or arrays: ``dist`` by internal vertex number (-1 or ``inf``
+        where unreached), the ids in ``ids`` (``dist[i]`` is ``ids[i]``'s), ``pred`` (the
+        predecessors' ids, -1 for none) and ``sources`` in ids. For a NetworkX graph:
+        ``dist`` ``{node: distance}`` of the
         reached nodes in order of distance, equal distances in the order of the graph's
         nodes (NetworkX's own functions list those in the order their search met them, and
         keep a sum of integer weights an int where other weights are reals: the NetworkX
@@ -1114,7 +1118,7 @@ def sssp(graph, sources, **options):
     from .graph import sssp as _sssp
     r = _sssp(graph, sources, **_flags(options))
     if is_networkx(graph):
-        _in_nodes(graph, r, r.reached)
+        _in_nodes(r, r.reached)
     return r
 
 

@@ -199,8 +199,9 @@ def verify_sssp(graph, dist, sources, weights=None, unreached=-1, rtol=0.0):
     graph : anything :func:`terrain.graph.as_graph` takes
     dist : 1-D array
         Distance per vertex (internal order); ``unreached`` (or inf/NaN) where unreachable.
-    sources : sequence of int
-        Internal vertex numbers of the sources.
+    sources : vertex or sequence of vertices
+        The graph's own ids of the sources (file ids, networkx nodes, row numbers), as
+        :func:`terrain.graph.sssp` takes them.
     weights : 1-D array or "data", optional
         Weight of each CSR arc; ``"data"``: a scipy.sparse ``graph``'s own values; None: 1.
     rtol : float
@@ -219,7 +220,7 @@ def verify_sssp(graph, dist, sources, weights=None, unreached=-1, rtol=0.0):
     >>> verify_sssp(G, [0, 1, 1, 3], [0]).violation
     'vertex 3: d = 3 > d(2) + w = 1 + 1 = 2'
     """
-    from .graph import as_graph
+    from .graph import Graph, as_graph
 
     if isinstance(weights, str) and weights == "data":
         # a weighted scipy.sparse matrix: its own arcs and weights, as they are
@@ -227,18 +228,17 @@ def verify_sssp(graph, dist, sources, weights=None, unreached=-1, rtol=0.0):
         g = None
         indptr, indices = np.asarray(csr.indptr, np.int64), np.asarray(csr.indices, np.int64)
         weights = np.asarray(csr.data, np.float64)
+        src = Graph(indptr, indices, name="matrix").source_vertices(sources, "verify")
     else:
         g = as_graph(graph)
         indptr = np.asarray(g.indptr, np.int64)
         indices = np.asarray(g.indices, np.int64)
+        src = g.source_vertices(sources, "verify")
     n = indptr.size - 1
     d = np.asarray(dist, dtype=np.float64).copy()
     if d.shape != (n,):
         raise InputError(f"verify: {d.size} distances for a graph of {n} vertices")
     d[(d == unreached) | np.isnan(d)] = np.inf
-    src = np.asarray(sources, np.int64).reshape(-1)
-    if src.size == 0 or (src < 0).any() or (src >= n).any():
-        raise InputError(f"verify: sources {src.tolist()} must be vertices 0..{n - 1}")
     unit = weights is None
     w = np.zeros(1) if unit else np.asarray(weights, np.float64)
     if not unit and (w.shape != indices.shape or (w < 0).any() or not np.isfinite(w).all()):

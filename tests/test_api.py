@@ -292,6 +292,27 @@ def test_bfs_of_a_networkx_graph_is_in_its_nodes():
         assert all(G.has_edge(v, p) and want[p] == want[v] - 1 for v, p in r.pred.items())
 
 
+def test_a_file_graphs_sources_and_results_are_its_ids(tmp_path):
+    """terrain.bfs / terrain.sssp of a DIMACS file (ids from 1): source 1 is the file's
+    vertex 1, and the result names vertices by the file's ids, as networkx's searches of
+    the same arcs do."""
+    from terrain.graph import load_graph
+    path = tmp_path / "g.gr"
+    arcs = [(1, 2, 4), (2, 3, 1), (1, 3, 7), (3, 4, 2), (5, 4, 1)]
+    path.write_text(f"p sp 5 {len(arcs)}\n" + "".join(f"a {u} {v} {w}\n" for u, v, w in arcs))
+    G = nx.DiGraph()
+    G.add_weighted_edges_from(arcs)
+    g = load_graph(path)
+    r = terrain.sssp(g, 1, backend="cpu")
+    want = nx.single_source_dijkstra_path_length(G, 1)
+    assert {v: d for v, d in zip(r.ids.tolist(), r.dist.tolist()) if d >= 0} == want
+    assert r.pred.tolist() == [-1, 1, 2, 3, -1] and r.sources.tolist() == [1]
+    b = terrain.bfs(g, [5], backend="cpu")
+    hops = nx.single_source_shortest_path_length(G.to_undirected(), 5)
+    assert dict(zip(b.ids.tolist(), b.dist.tolist())) == hops
+    assert b.pred.tolist() == [3, 3, 4, 5, -1]   # the smallest id a hop closer
+
+
 def test_empty_grids_flow_as_they_fill():
     z = np.zeros((0, 3), np.float32)
     ds = terrain.flow(z, backend="cpu")
@@ -368,9 +389,26 @@ def test_dataarray_georeference_in_attributes():
     (lambda z: terrain.cost_distance(z, [(2 ** 70, 0)]),
      r"^source 0 at cell \(row, col\) = \(1180591620717411303424, 0\) is outside the 8 x 9 "),
     (lambda z: terrain.bfs(__import__("scipy.sparse").sparse.eye(3, format="csr"), 5),
-     r"^bfs: source 5 is not a vertex \(0..2\)"),
+     r"^matrix: source vertex 5 is not in the graph$"),
     (lambda z: terrain.sssp(__import__("scipy.sparse").sparse.eye(3, format="csr"), 5),
-     r"^sssp: source 5 is not a vertex \(0..2\)"),
+     r"^matrix: source vertex 5 is not in the graph$"),
+    # a source is an id of the graph: 1.5 was read as 1, "2" as 2
+    (lambda z: terrain.bfs(__import__("scipy.sparse").sparse.eye(3, format="csr"), 1.5),
+     r"^bfs: source 1\.5 is not an integer vertex id \(the ids of matrix are integers\)$"),
+    (lambda z: terrain.sssp(__import__("networkx").path_graph(3), "2"),
+     r"^sssp: source '2' is not an integer vertex id"),
+    # a dense array is no graph: what is accepted is said
+    (lambda z: terrain.bfs(np.ones((3, 3)), 0),
+     r"^graph: a dense 2-D array is not a graph: give a terrain Graph, a scipy\.sparse matrix, "
+     r"a networkx graph or \(indptr, indices\[, weights\]\)"),
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(3), progress="x"),
+     r"^progress 'x': must be True, False or a callable"),
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(3), weighted=True,
+                                progress="x"), r"^progress 'x': must be True, False"),
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(3), effective=2, seed="a"),
+     r"^seed 'a': the effective diameter's sample seed, a whole number >= 0$"),
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(3), effective=2, seed=-1),
+     r"^seed -1: the effective diameter's sample seed"),
     # water leaves at a cell of the grid; elevations are finite float32 numbers
     (lambda z: terrain.fill(np.array([[np.nan, 1], [1, 1]], np.float32), outlets=[(0, 0)]),
      r"^dem: outlet cell \(0, 0\) is on nodata"),

@@ -141,25 +141,36 @@ class Graph:
             out.append(v)
         return np.asarray(out, dtype=np.int64)
 
-    def source_vertices(self, sources, by_id, caller):
-        """Internal numbers (int64) of a search's ``sources``: the graph's own ids when
-        ``by_id``, else vertex numbers; :class:`InputError` naming ``caller`` for none, a
-        non-integer or one that is not a vertex."""
-        if by_id:
-            # a node may itself be a tuple: only lists and arrays are several sources
-            ids = list(sources) if isinstance(sources, (list, np.ndarray)) else [sources]
-            if not ids:
-                raise InputError(f"{caller}: at least one source is needed")
-            return self.index_of(ids, what="source vertex")
-        src = np.atleast_1d(np.asarray(sources))
-        if src.size == 0:
+    def source_vertices(self, sources, caller):
+        """Internal numbers (int64) of a search's ``sources``, given in the graph's own ids
+        (file ids, networkx nodes, row numbers): a vertex, or a list or array of them (a
+        tuple is one networkx node). :class:`InputError` naming ``caller`` for none, a
+        non-integer where the ids are integers (1.5 is not read as 1, nor "3" as 3) and one
+        that is not in the graph."""
+        ids = list(sources) if isinstance(sources, (list, np.ndarray)) else [sources]
+        if not ids:
             raise InputError(f"{caller}: at least one source is needed")
-        if src.dtype.kind not in "iu":
-            raise InputError(f"{caller}: sources must be integers, got {src.dtype}")
-        bad = src[(src < 0) | (src >= self.n)]
-        if bad.size:
-            raise InputError(f"{caller}: source {int(bad[0])} is not a vertex (0..{self.n - 1})")
-        return src.astype(np.int64)
+        if self.ids is None or (isinstance(self.ids, np.ndarray) and self.ids.dtype.kind in "iu"):
+            for x in ids:
+                if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+                    raise InputError(f"{caller}: source {x!r} is not an integer vertex id "
+                                     f"(the ids of {self.name} are integers)")
+        return self.index_of(ids, what="source vertex")
+
+    def ids_of(self, internal, missing=-1):
+        """The graph's ids of internal vertex numbers ``internal`` (an array); ``missing``
+        (``None`` for ids that are not integers) where a number is negative (no vertex)."""
+        internal = np.asarray(internal)
+        if self.ids is None and self.id_base == 0:
+            return internal
+        ids = self.id_array()
+        ok = internal >= 0
+        if ids.dtype.kind in "iu":
+            out = np.full(internal.shape, missing, np.int64)
+        else:
+            out = np.full(internal.shape, None, object)
+        out[ok] = ids[internal[ok]]
+        return out
 
     def to_scipy(self, weighted=False):
         """The adjacency matrix as ``scipy.sparse.csr_matrix`` (int8 ones, or the weights
@@ -460,9 +471,12 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
         return _from_networkx(obj, name, weight, directed)
     if isinstance(obj, (str, os.PathLike)):  # a graph file, as the command line takes one
         raise InputError(f"{obj}: a path, not a graph: read the file with "
-                         "terrain.graph.load_graph(path) (its ids as sources: by_id=True)")
-    raise TypeError(f"as_graph: cannot make a graph from {type(obj).__name__} (give a Graph, a "
-                    "scipy.sparse matrix, a networkx graph or (indptr, indices))")
+                         "terrain.graph.load_graph(path) (its ids are the sources)")
+    what = (f"a dense {obj.ndim}-D array" if isinstance(obj, np.ndarray)
+            else f"a {type(obj).__name__}")
+    raise InputError(f"{name or 'graph'}: {what} is not a graph: give a terrain Graph, a "
+                     "scipy.sparse matrix, a networkx graph or (indptr, indices[, weights]) "
+                     "(a dense adjacency matrix: scipy.sparse.csr_array(a))")
 
 
 def _from_networkx(obj, name, weight, directed):

@@ -499,6 +499,16 @@ def _sorted_ids(lcc, mask):
         return ids
 
 
+def _check_progress(progress):
+    """Refuse a ``progress`` that is neither a callable nor True/False/None (a string was
+    called after the first search, a TypeError of this module's)."""
+    if progress is not None and not isinstance(progress, (bool, np.bool_)) \
+            and not callable(progress):
+        raise InputError(f"progress {progress!r}: must be True, False or a callable "
+                         "progress(bfs_count, delta_lower, diameter_upper, candidates_left)",
+                         option="progress")
+
+
 def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, progress=None):
     """Exact diameter by eccentricity bounding; optionally radius, center, periphery.
 
@@ -532,6 +542,11 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
                                       and not isinstance(effective, bool) and effective >= 0):
         raise InputError(f"effective {effective!r}: the sources to sample, a whole number "
                          ">= 0")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) \
+            or seed < 0:
+        raise InputError(f"seed {seed!r}: the effective diameter's sample seed, a whole "
+                         "number >= 0", option="seed")
+    _check_progress(progress)
     g = as_graph(graph, directed=False, weight=None)  # hops: weights are not read
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
@@ -594,6 +609,7 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     """
     from .shortest_paths import INT_INF, ShortestPaths, check_algorithm
     check_algorithm(algorithm)  # before the graph is built, as sssp's
+    _check_progress(progress)
     g = _finite_edges(as_graph(graph, directed=False))
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")

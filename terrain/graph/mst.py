@@ -47,10 +47,13 @@ class MSTResult:
 
     Attributes
     ----------
-    u, v : ndarray of the graph's index dtype (int32 below 2**31 vertices)
-        Internal endpoints of the forest's edges (``u < v``), in edge-id order. CuPy
-        arrays for a graph given on the device; for a host graph on the GPU, NumPy arrays
-        in pinned host memory (CuPy's pool), as are ``weight`` and ``edge_ids``.
+    u, v : ndarray
+        The graph's ids of the forest's edges' ends (docs/graphs.md, "Vertex ids"; ``u``'s
+        internal number below ``v``'s), in edge-id order: row numbers (the graph's index
+        dtype, int32 below 2**31 vertices) for a matrix or arrays, else int64 file ids or
+        networkx nodes. CuPy arrays for a graph given on the device; for a host graph on
+        the GPU, NumPy arrays in pinned host memory (CuPy's pool), as are ``weight`` and
+        ``edge_ids`` (``u`` and ``v`` copied out where the ids are not row numbers).
     weight : ndarray
         Their weights (the graph's dtype; int64 ones when unweighted).
     edge_ids : ndarray of int32 (int64 from 2**31 edges)
@@ -498,7 +501,7 @@ def minimum_spanning_forest(graph, backend=None):
     ...               (5, 6, {"weight": 4})])
     >>> r = minimum_spanning_forest(G, backend="cpu")
     >>> r.u.tolist(), r.v.tolist(), r.total_weight, r.trees
-    ([0, 1, 3], [2, 2, 4], 7, 2)
+    ([0, 1, 5], [2, 2, 6], 7, 2)
     """
     arrays = _device_csr(graph)
     if arrays is not None:
@@ -506,4 +509,6 @@ def minimum_spanning_forest(graph, backend=None):
         return b.select(_device_graph_on_cpu, _forest_device)(arrays, b)
     g = as_graph(graph, directed=False).undirected()
     b = get_backend(backend)
-    return b.select(_forest_cpu, _forest_gpu)(g, b)
+    r = b.select(_forest_cpu, _forest_gpu)(g, b)
+    r.u, r.v = g.ids_of(r.u), g.ids_of(r.v)   # the same arrays where ids are row numbers
+    return r

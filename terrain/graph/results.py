@@ -35,28 +35,20 @@ def check_table_path(path, dense_ids=True):
     return suffix
 
 
-def _id_column(graph, internal):
-    """Ids of internal vertices ``internal`` (-1 stays -1)."""
-    internal = np.asarray(internal, np.int64)
-    ids = graph.id_array()
-    if ids.dtype.kind not in "iu":
-        raise InputError(f"{graph.name}: only integer vertex ids can be written to a table")
-    out = np.full(internal.shape, -1, np.int64)
-    ok = internal >= 0
-    out[ok] = ids[internal[ok]]
-    return out
-
-
 def dense_ids(graph):
     """True when the graph's ids are ``0..n-1`` (row i is vertex i)."""
     return graph.ids is None and graph.id_base == 0
 
 
 def vertex_table(graph, dist, pred=None):
-    """Columns ``id``, ``distance``, ``predecessor`` (ids of the graph) as a dict."""
-    columns = {"id": graph.id_array().astype(np.int64), "distance": np.asarray(dist)}
+    """Columns ``id``, ``distance``, ``predecessor`` as a dict, from a search's ``dist`` (in
+    internal order) and ``pred`` (the graph's ids, -1 for none)."""
+    ids = graph.id_array()
+    if ids.dtype.kind not in "iu":
+        raise InputError(f"{graph.name}: only integer vertex ids can be written to a table")
+    columns = {"id": ids.astype(np.int64), "distance": np.asarray(dist)}
     if pred is not None:
-        columns["predecessor"] = _id_column(graph, pred)
+        columns["predecessor"] = np.asarray(pred, np.int64)
     return columns
 
 

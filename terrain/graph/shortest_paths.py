@@ -20,7 +20,6 @@ from ..errors import InputError
 from . import _native
 from .csr import Graph, as_graph
 from .frontier import CapturedLaunches, FrontierCore, _multiprocessors
-from .traversal import is_networkx
 
 __all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "check_algorithm",
            "default_delta", "choose_algorithm", "is_road_like", "INT_INF"]
@@ -32,22 +31,28 @@ SPARSE_DEGREE = 8.0
 
 @dataclass
 class SSSPResult:
-    """Result of :func:`sssp` (arrays indexed by internal vertex number).
+    """Result of :func:`sssp` in the graph's own ids (docs/graphs.md, "Vertex ids");
+    :meth:`ShortestPaths.run`'s in internal vertex numbers, with ``ids`` None.
 
     Attributes
     ----------
     dist : ndarray of int64 or float64
-        Distance to the nearest source; -1 (integers) or inf (reals) where unreachable.
-    pred : ndarray of int64
-        Canonical predecessor (:meth:`FrontierCore.sssp_parents`); -1 at sources and
-        unreached vertices.
-    sources : ndarray of int64
+        Distance to the nearest source, one per vertex in internal order: ``dist[i]`` is
+        vertex ``ids[i]``'s; -1 (integers) or inf (reals) where unreachable.
+    pred : ndarray
+        ``pred[i]``: the id of the canonical predecessor of ``ids[i]``
+        (:meth:`FrontierCore.sssp_parents`); -1 (``None`` for ids that are not integers)
+        at sources and unreached vertices.
+    sources : ndarray
+        The sources, once each, in internal order.
     algorithm : str
         The algorithm that ran (``auto`` resolved).
     delta : number or None
         Bucket width (``delta``).
     iterations : int
         Heap pops (dijkstra), settle iterations (crauser) or relax rounds (delta).
+    ids : ndarray or None
+        The graph's ids (``Graph.id_array()``): file ids, networkx nodes or row numbers.
     """
 
     dist: np.ndarray
@@ -57,6 +62,7 @@ class SSSPResult:
     delta: object = None
     iterations: int = 0
     extra: dict = field(default_factory=dict)
+    ids: object = None
 
     @property
     def reached(self):
@@ -413,21 +419,23 @@ def check_algorithm(algorithm):
 
 
 def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed=None,
-         by_id=None, predecessors=True):
+         predecessors=True):
     """Shortest-path distances (and canonical predecessors) from one source or many.
 
     Parameters
     ----------
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices[, weights])
         Weights >= 0 (unweighted graphs weigh 1 per edge).
-    sources, backend, by_id, predecessors
-        As :func:`terrain.graph.bfs`.
+    sources, backend, predecessors
+        As :func:`terrain.graph.bfs`: the graph's own ids.
     algorithm : {'auto', 'dijkstra', 'crauser', 'delta'}
         ``auto``: :func:`choose_algorithm`; every one gives the same result.
     delta : number, optional
         Bucket width for ``delta`` (default :func:`default_delta`).
     directed : bool, optional
-        Passed to :func:`terrain.graph.as_graph`.
+        Passed to :func:`terrain.graph.as_graph`; ``True`` for a :class:`Graph` stored
+        undirected (a file loaded without ``directed=True``) is refused: its arcs'
+        directions are gone.
 
     Returns
     -------
@@ -436,7 +444,8 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
     Raises
     ------
     InputError
-        Negative or NaN weights, a source that is not a vertex (by id).
+        Negative or NaN weights, a source that is not a vertex, ``directed=True`` on an
+        undirected :class:`Graph`.
 
     Examples
     --------
@@ -447,19 +456,25 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
     ([0, 4, 5], [-1, 0, 1])
     >>> sssp(G, [0, 2], algorithm="crauser", backend="cpu").dist.tolist()
     [0, 1, 0]
+    >>> H = nx.Graph([("a", "b", {"weight": 2})])
+    >>> r = sssp(H, "b", backend="cpu")
+    >>> r.ids.tolist(), r.dist.tolist(), r.pred.tolist(), r.sources.tolist()
+    (['a', 'b'], [2, 0], ['b', None], ['b'])
     """
     check_algorithm(algorithm)
-    if by_id is None:
-        by_id = is_networkx(graph)
+    if directed and isinstance(graph, Graph) and not graph.directed:
+        raise InputError(f"{graph.name}: directed=True on a graph stored undirected: its arcs' "
+                         "directions are gone (load the file with directed=True)",
+                         option="directed")
     g = as_graph(graph, directed=directed)
-    src = g.source_vertices(sources, by_id, "sssp")
+    src = g.source_vertices(sources, "sssp")
     b = get_backend(backend)
     r = ShortestPaths(g, b).run(src, algorithm, delta, predecessors)
     dist = b.to_numpy(r.dist)           # the run's own array (on the GPU a fresh copy)
     if r.pred is not None:
-        r.pred = b.to_numpy(r.pred)
+        r.pred = g.ids_of(b.to_numpy(r.pred))
     if dist.dtype.kind == "i":
         dist[dist == INT_INF] = -1      # in place: the array is this call's own
-    r.dist = dist
+    r.dist, r.sources, r.ids = dist, g.ids_of(r.sources), g.id_array()
     return r
 

@@ -62,21 +62,28 @@ def traverse(core, sources):
 
 @dataclass
 class BFSResult:
-    """Result of :func:`bfs`.
+    """Result of :func:`bfs`, in the graph's own ids (docs/graphs.md, "Vertex ids").
 
     Attributes
     ----------
     dist : ndarray of int32
-        Hop distance to the nearest source; -1 where unreachable.
+        Hop distance to the nearest source, one per vertex in internal order: ``dist[i]`` is
+        vertex ``ids[i]``'s; -1 where unreachable.
     pred : ndarray or None
-        The smallest-numbered neighbour one level closer; -1 at sources and unreachable.
-    sources : ndarray of int64
+        ``pred[i]``: the id of vertex ``ids[i]``'s predecessor, the smallest-numbered
+        neighbour one level closer; -1 (``None`` for ids that are not integers) at sources
+        and unreachable vertices.
+    sources : ndarray
+        The sources' ids, once each, in internal order.
+    ids : ndarray
+        The graph's ids (``Graph.id_array()``): file ids, networkx nodes or row numbers.
     stats : TraversalStats
     """
 
     dist: np.ndarray
     pred: object
     sources: np.ndarray
+    ids: np.ndarray
     stats: TraversalStats
 
 
@@ -85,26 +92,24 @@ def is_networkx(obj):
     return hasattr(obj, "nodes") and hasattr(obj, "adj")
 
 
-def bfs(graph, sources, *, predecessors=True, backend=None, by_id=None):
+def bfs(graph, sources, *, predecessors=True, backend=None):
     """Hop distances (and predecessors) from one source or many.
 
     Parameters
     ----------
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices)
         Treated as undirected.
-    sources : int or sequence
-        Internal vertex numbers; for a networkx graph (or ``by_id=True``) its nodes / ids:
-        a node, or a list or array of them (a tuple is one node, as in :func:`sssp`).
+    sources : vertex or list of vertices
+        The graph's own ids: a file's ids (a graph read by :func:`load_graph`), networkx
+        nodes, row numbers of a matrix or of ``(indptr, indices)``; a list or array of them
+        (a tuple is one node).
     predecessors : bool
         Also compute predecessors (one more pass over the edges).
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
-    by_id : bool, optional
-        Sources are the graph's own ids (default: True for networkx graphs only).
 
     Returns
     -------
     BFSResult
-        NumPy arrays indexed by internal vertex number.
 
     Examples
     --------
@@ -114,12 +119,16 @@ def bfs(graph, sources, *, predecessors=True, backend=None, by_id=None):
     [0, 1, 2, 3]
     >>> bfs(path, [0, 3], backend="cpu").pred.tolist()
     [-1, 0, 3, -1]
+    >>> from terrain.graph import build_csr
+    >>> g = build_csr(3, [0, 1], [1, 2], id_base=1)   # ids 1, 2, 3 (as a DIMACS file's)
+    >>> r = bfs(g, 1, backend="cpu")
+    >>> r.ids.tolist(), r.dist.tolist(), r.pred.tolist(), r.sources.tolist()
+    ([1, 2, 3], [0, 1, 2], [-1, 1, 2], [1])
     """
-    if by_id is None:
-        by_id = is_networkx(graph)
     g = as_graph(graph, directed=False)
-    src = g.source_vertices(sources, by_id, "bfs")
+    src = g.source_vertices(sources, "bfs")
     core = FrontierCore(g, backend)
     stats = traverse(core, src)
-    pred = core.backend.to_numpy(core.parents()) if predecessors else None
-    return BFSResult(core.backend.to_numpy(core.dist), pred, np.unique(src), stats)
+    pred = g.ids_of(core.backend.to_numpy(core.parents())) if predecessors else None
+    return BFSResult(core.backend.to_numpy(core.dist), pred, g.ids_of(np.unique(src)),
+                     g.id_array(), stats)

@@ -11,7 +11,8 @@ from scipy.sparse.csgraph import shortest_path
 
 from backends import assert_backends_identical
 from terrain.graph.generators import grid_graph, rmat_graph
-from terrain.graph import FrontierCore, Graph, as_graph, bfs, build_csr, traverse
+from terrain.errors import InputError
+from terrain.graph import FrontierCore, Graph, as_graph, bfs, build_csr, load_graph, traverse
 
 
 def _oracle(graph, sources):
@@ -69,10 +70,53 @@ def test_friendly_layer_networkx_nodes_and_errors():
     G = nx.relabel_nodes(nx.cycle_graph(8), {i: f"v{i}" for i in range(8)})
     r = bfs(G, "v0", backend="cpu")
     assert r.dist.tolist() == [0, 1, 2, 3, 4, 3, 2, 1]
-    with pytest.raises(ValueError, match="bfs: source 8 is not a vertex"):
+    assert r.pred.tolist() == [None, "v0", "v1", "v2", "v3", "v6", "v7", "v0"]
+    assert r.sources.tolist() == ["v0"] and r.ids.tolist() == list(G)
+    with pytest.raises(InputError, match=r"^matrix: source vertex 8 is not in the graph$"):
         bfs(nx.to_scipy_sparse_array(nx.path_graph(8)), 8, backend="cpu")
-    with pytest.raises(ValueError, match="integers"):
-        bfs(nx.to_scipy_sparse_array(nx.path_graph(3)), 0.5, backend="cpu")
+    for bad in (0.5, 1.0, "1", "a", True):
+        with pytest.raises(InputError, match=r"^bfs: source .* is not an integer vertex id"):
+            bfs(nx.to_scipy_sparse_array(nx.path_graph(3)), bad, backend="cpu")
+    with pytest.raises(InputError, match=r"^graph: a dense 2-D array is not a graph: give a "
+                                         r"terrain Graph, a scipy\.sparse matrix"):
+        bfs(np.ones((3, 3)), 0, backend="cpu")
+
+
+def _file_graphs(tmp_path):
+    """The same graph as a DIMACS file (ids 1..n), a SNAP edge list of sparse ids and a
+    networkx graph of those ids: ``(oracle networkx graph, graph, id of its vertex 0)``."""
+    G = nx.connected_watts_strogatz_graph(40, 4, 0.3, seed=5)   # every vertex in an edge
+    ids = np.random.default_rng(1).choice(10**6, size=40, replace=False)
+    gr = tmp_path / "g.gr"
+    gr.write_text(f"p sp 40 {2 * G.number_of_edges()}\n" + "".join(
+        f"a {u + 1} {v + 1} 1\na {v + 1} {u + 1} 1\n" for u, v in G.edges))
+    snap = tmp_path / "g.txt"
+    snap.write_text("".join(f"{ids[u]} {ids[v]}\n" for u, v in G.edges))
+    by_file_id = nx.relabel_nodes(G, {i: int(ids[i]) for i in G})
+    return [(nx.relabel_nodes(G, {i: i + 1 for i in G}), load_graph(gr)),
+            (by_file_id, load_graph(snap)), (by_file_id, by_file_id)]
+
+
+def test_sources_and_results_are_the_graphs_own_ids(tmp_path):
+    """DIMACS ids from 1, sparse SNAP ids and networkx nodes: the sources are those ids (no
+    shift by one), and the result names vertices by them, as networkx's BFS does on the
+    same graph with the same labels."""
+    for H, graph in _file_graphs(tmp_path):
+        nodes = sorted(H)
+        sources = [nodes[3], nodes[17]]
+        r = bfs(graph, sources, backend="cpu")
+        want = nx.multi_source_dijkstra_path_length(H, sources)
+        assert dict(zip(r.ids.tolist(), r.dist.tolist())) == want
+        assert sorted(r.sources.tolist()) == sorted(sources)
+        for v, p, d in zip(r.ids.tolist(), r.pred.tolist(), r.dist.tolist()):
+            if d > 0:
+                assert H.has_edge(v, p) and want[p] == d - 1
+            else:
+                assert p == -1
+        with pytest.raises(InputError, match=r"source vertex 0 is not in the graph"):
+            bfs(graph, [nodes[0], 0] if 0 not in H else [-5], backend="cpu")
+        with pytest.raises(InputError, match=r"^bfs: source 1\.5 is not an integer vertex id"):
+            bfs(graph, 1.5, backend="cpu")
 
 
 def test_both_directions_run():
@@ -186,4 +230,4 @@ def test_networkx_nodes_that_are_tuples():
         want = nx.multi_source_dijkstra_path_length(G, many)
         r = bfs(G, sources, backend="cpu")
         assert {nodes[v]: int(d) for v, d in enumerate(r.dist)} == want
-        assert sorted(nodes[v] for v in r.sources) == sorted(many)
+        assert sorted(r.sources.tolist()) == sorted(many)

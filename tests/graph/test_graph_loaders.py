@@ -198,8 +198,11 @@ def test_as_graph_inputs_agree():
     a, b, c = as_graph(G), as_graph(A), as_graph((A.indptr, A.indices))
     for g in (b, c):
         assert np.array_equal(a.indptr, g.indptr) and np.array_equal(a.indices, g.indices)
-    with pytest.raises(TypeError, match="as_graph"):
+    with pytest.raises(InputError, match=r"^graph: a float is not a graph: give a terrain Graph"):
         as_graph(3.5)
+    with pytest.raises(InputError, match=r"^graph: a dense 2-D array is not a graph: .*"
+                                         r"scipy\.sparse\.csr_array"):
+        as_graph(np.ones((3, 3)))
     with pytest.raises(InputError, match=r"^g\.txt: a path, not a graph: .*load_graph"):
         as_graph("g.txt")  # a file, as the command line takes one: the reader named
     with pytest.raises(ValueError, match="build_csr"):

@@ -192,13 +192,60 @@ def test_networkx_ids_directed_and_unreachable():
     G = nx.DiGraph()
     G.add_weighted_edges_from([("a", "b", 2), ("b", "c", 3), ("a", "c", 6), ("d", "a", 1)])
     r = sssp(G, "a", backend="cpu")
-    assert r.dist.tolist() == [0, 2, 5, -1] and r.pred.tolist() == [-1, 0, 1, -1]
+    assert r.ids.tolist() == ["a", "b", "c", "d"] and r.sources.tolist() == ["a"]
+    assert r.dist.tolist() == [0, 2, 5, -1] and r.pred.tolist() == [None, "a", "b", None]
     und = sssp(G, "a", backend="cpu", directed=False)
     assert und.dist.tolist() == [0, 2, 5, 1]
     assert nx.single_source_dijkstra_path_length(G, "a") == {"a": 0, "b": 2, "c": 5}
     f = sssp(nx.Graph([(0, 1, {"weight": 0.5}), (2, 3, {"weight": 1.0})]), 0,
              algorithm="delta", backend="cpu")
     assert f.dist.tolist() == [0.0, 0.5, np.inf, np.inf] and f.pred.tolist() == [-1, 0, -1, -1]
+
+
+def test_a_file_graph_takes_and_returns_its_ids(tmp_path):
+    """A DIMACS file's ids start at 1: source 1 is its first vertex (no shift), and the
+    distances, predecessors and sources are the file's ids, as networkx's Dijkstra gives them
+    on the same arcs; verify_sssp takes the same ids."""
+    from terrain.graph import load_graph
+    from terrain.verify import verify_sssp
+    rng = np.random.default_rng(8)
+    arcs = {(int(a), int(b)): int(rng.integers(1, 20))
+            for a, b in rng.integers(1, 31, (120, 2)) if a != b}
+    path = tmp_path / "g.gr"
+    path.write_text(f"p sp 30 {len(arcs)}\n" + "".join(f"a {a} {b} {w}\n"
+                                                       for (a, b), w in arcs.items()))
+    G = nx.DiGraph()
+    G.add_nodes_from(range(1, 31))
+    G.add_weighted_edges_from((a, b, w) for (a, b), w in arcs.items())
+    g = load_graph(path)
+    r = sssp(g, 1, backend="cpu")
+    assert r.ids.tolist() == list(range(1, 31)) and r.sources.tolist() == [1]
+    want = nx.single_source_dijkstra_path_length(G, 1)
+    assert {i: d for i, d in zip(r.ids.tolist(), r.dist.tolist()) if d >= 0} == want
+    for v, p in zip(r.ids.tolist(), r.pred.tolist()):
+        assert p == -1 if v == 1 or v not in want else want[p] + G[p][v]["weight"] == want[v]
+    assert verify_sssp(g, r.dist, [1], weights=g.weights).ok
+    with pytest.raises(InputError, match=r"source vertex 0 is not in the graph"):
+        sssp(g, 0, backend="cpu")
+    for bad in (1.5, "a", "1"):
+        with pytest.raises(InputError, match=r"^sssp: source .* is not an integer vertex id"):
+            sssp(g, bad, backend="cpu")
+        with pytest.raises(InputError, match=r"^verify: source .* is not an integer vertex id"):
+            verify_sssp(g, r.dist, [bad])
+
+
+def test_directed_on_a_graph_loaded_undirected_is_refused(tmp_path):
+    """An edge list loaded undirected has lost its arcs' directions: directed=True is
+    refused, not run undirected; loaded directed it follows the arcs (networkx's
+    Dijkstra on the same arcs)."""
+    from terrain.graph import load_graph
+    path = tmp_path / "g.txt"
+    path.write_text("1 2 4\n2 3 1\n3 1 1\n")
+    with pytest.raises(InputError, match=r"g\.txt: directed=True on a graph stored undirected"):
+        sssp(load_graph(path), 1, directed=True, backend="cpu")
+    r = sssp(load_graph(path, directed=True), 1, directed=True, backend="cpu")
+    G = nx.DiGraph([(1, 2, {"weight": 4}), (2, 3, {"weight": 1}), (3, 1, {"weight": 1})])
+    assert dict(zip(r.ids.tolist(), r.dist.tolist())) == nx.single_source_dijkstra_path_length(G, 1)
 
 
 def test_bad_weights_and_arguments():
@@ -367,7 +414,7 @@ def test_cli_tables_in_file_ids_and_overwrite(tmp_path):
     from terrain.graph import load_graph
     g = load_graph(path)
     src = int(g.id_of(0))
-    ref = sssp(g, 0, backend="cpu")
+    ref = sssp(g, src, backend="cpu")
     outs = ["d.csv", "d.npz"]
     try:
         import pyarrow  # noqa: F401
@@ -381,8 +428,7 @@ def test_cli_tables_in_file_ids_and_overwrite(tmp_path):
         t = _table(tmp_path / name)
         assert t["id"].tolist() == g.id_array().tolist()
         assert t["distance"].tolist() == ref.dist.tolist()
-        expect = [int(g.id_of(p)) if p >= 0 else -1 for p in ref.pred]
-        assert t["predecessor"].tolist() == expect
+        assert t["predecessor"].tolist() == ref.pred.tolist()   # ids, as the library's
     code, _, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / "d.csv")
     assert code == 2 and err.count("\n") == 1 and "output exists" in err
     code, _, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / "d.csv",

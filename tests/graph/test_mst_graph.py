@@ -88,10 +88,31 @@ def test_disconnected_graph_and_networkx_ids():
     G.add_node("lonely")
     r = minimum_spanning_forest(G, backend="cpu")
     assert r.trees == 3 and r.total_weight == 8
-    ids = list(G.nodes)
-    got = {frozenset((ids[a], ids[b])) for a, b in zip(r.u, r.v)}
+    got = {frozenset((a, b)) for a, b in zip(r.u.tolist(), r.v.tolist())}   # nodes, as ids
     want = {frozenset(e) for e in nx.minimum_spanning_edges(G, data=False)}
     assert got == want
+
+
+def test_a_file_graphs_forest_is_in_its_ids(tmp_path):
+    """A DIMACS file (ids from 1) and a SNAP edge list of sparse ids: the forest's ends are
+    the file's ids, the edges networkx's Kruskal takes on the same labelled graph (distinct
+    weights: one forest)."""
+    G = nx.connected_watts_strogatz_graph(30, 4, 0.3, seed=2)
+    for k, (a, b) in enumerate(G.edges):
+        G[a][b]["weight"] = k + 1
+    gr = tmp_path / "g.gr"
+    gr.write_text(f"p sp 30 {2 * G.number_of_edges()}\n" + "".join(
+        f"a {a + 1} {b + 1} {d['weight']}\na {b + 1} {a + 1} {d['weight']}\n"
+        for a, b, d in G.edges(data=True)))
+    snap = tmp_path / "g.txt"
+    snap.write_text("".join(f"{7 * a + 3} {7 * b + 3} {d['weight']}\n"
+                            for a, b, d in G.edges(data=True)))
+    for path, label in ((gr, lambda x: x + 1), (snap, lambda x: 7 * x + 3)):
+        from terrain.graph import load_graph
+        r = minimum_spanning_forest(load_graph(path), backend="cpu")
+        H = nx.relabel_nodes(G, {x: label(x) for x in G})
+        want = {frozenset(e) for e in nx.minimum_spanning_edges(H, data=False)}
+        assert {frozenset((a, b)) for a, b in zip(r.u.tolist(), r.v.tolist())} == want
 
 
 def test_unweighted_graph_counts_edges():
