@@ -2,10 +2,10 @@
 
 Plain C99 with no Python API: the ASCII grid parser's kernels (:mod:`terrain.io`) and the
 sparse graphs' (:mod:`terrain.graph`). ``pip install .`` compiles it into the package; a
-checkout without that build compiles it on first use into a cache (:func:`load_library`).
-ctypes releases the GIL around each call. C rather than Numba: a Numba kernel costs every
-process more start-up than a small command's whole work (docs/architecture.md, "Design
-notes").
+checkout without that build compiles it on first use into a cache folder, never into the
+package (:func:`load_library`). ctypes releases the GIL around each call. C rather than
+Numba: a Numba kernel costs every process more start-up than a small command's whole work
+(docs/architecture.md, "Design notes").
 """
 
 import contextlib
@@ -14,11 +14,14 @@ import functools
 import hashlib
 import importlib.machinery
 import os
+import secrets
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["load_library", "declared", "address", "threads", "interruptible", "in_strips",
@@ -71,14 +74,28 @@ def source_tag():
     return h.hexdigest()[:16]
 
 
+#: seconds a compile may run before it is stopped (about 8 CPU seconds; far more on a
+#: loaded machine)
+COMPILE_TIMEOUT = 300
+
+
 def compile_library(target, tag, compiler=None):
-    """Compile ``kernels.c`` into the shared library ``target``, atomically (written beside
-    it, then renamed). ``compiler`` defaults to ``$CC``, else ``cc``, ``gcc`` or ``clang``.
+    """Compile ``kernels.c`` into the shared library ``target``, atomically: written to a
+    temporary file of its own beside it, then renamed, so that processes compiling at once
+    each put a whole library in place and none loads a part. ``compiler`` defaults to
+    ``$CC``, else ``cc``, ``gcc`` or ``clang``.
+
+    The compiler runs in a process group of its own, which is killed whole when the compile
+    is stopped (Ctrl-C, SIGTERM, a stopping run's task, :data:`COMPILE_TIMEOUT`): its
+    children (``cc1``, ``as``, ``ld``) outlive a kill of the driver alone and would go on
+    writing. The temporary file is then removed.
 
     Raises
     ------
     RuntimeError
-        No C compiler, or it failed (its message included).
+        No C compiler, or it failed (its message included) or ran too long.
+    OSError
+        The temporary file cannot be made beside ``target`` (a folder not writable).
     """
     target = Path(target)
     cc = compiler or os.environ.get("CC") or next(
@@ -87,41 +104,127 @@ def compile_library(target, tag, compiler=None):
         raise RuntimeError(
             "terrain's C kernels is not built and no C compiler was found to build it "
             "(set CC, install gcc, or install terrain with pip, which builds it)")
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    check_stopped()  # a task thread that waited for another's compile of a stopping run
+    _remove_abandoned(target.parent)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}."
+                           f"{secrets.token_hex(4)}.tmp")
+    # made here, first: a folder that cannot be written is an OSError, not a compiler's
+    # failure; the mode a linker would give its output (umask applied)
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755))
     argv = [*cc.split(), *CFLAGS, f'-DTERRAIN_PARSE_SOURCE="{tag}"', "-o", str(tmp),
             str(SOURCE)]
+    failed = f"compiling terrain's C kernels failed ({' '.join(argv)})"
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise RuntimeError(f"compiling terrain's C kernels failed ({' '.join(argv)}): "
-                           f"{e}") from None
-    if proc.returncode != 0:
+        # its output to a file: waited for in short steps (where signals and a run's stop
+        # get in), a pipe left unread would fill and stall the compiler
+        with tempfile.TemporaryFile() as said:
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=said,
+                                        stderr=subprocess.STDOUT, process_group=0)
+            except OSError as e:
+                raise RuntimeError(f"{failed}: {e}") from None
+            try:
+                _wait_for_compiler(proc, failed)
+            except BaseException:
+                _kill_group(proc)
+                raise
+            if proc.returncode != 0:
+                said.seek(0)
+                output = said.read().decode(errors="replace")
+                raise RuntimeError(f"{failed}:\n{output.strip()[-2000:]}")
+        os.replace(tmp, target)
+    except BaseException:
         tmp.unlink(missing_ok=True)
-        raise RuntimeError(f"compiling terrain's C kernels failed ({' '.join(argv)}):\n"
-                           f"{proc.stdout.strip()[-2000:]}")
-    os.replace(tmp, target)
+        raise
     return target
 
 
+def _wait_for_compiler(proc, failed):
+    """Wait for the compiler ``proc``: in steps of 50 ms, between which a signal's exception
+    (Ctrl-C's, :class:`~terrain.startup.Terminated`) is raised in the main thread, and in a
+    run's task thread :class:`Stopped` once the run stops (no signal reaches that thread)."""
+    deadline = time.monotonic() + COMPILE_TIMEOUT
+    while True:
+        try:
+            proc.wait(timeout=0.05)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        check_stopped()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{failed}: still running after {COMPILE_TIMEOUT} s")
+
+
+def _kill_group(proc):
+    """Kill the compiler's whole process group and wait (up to a second) until none of it is
+    left, whatever signal comes meanwhile: a child still writing would put the partial
+    library back after it is removed."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:
+        try:
+            proc.wait(timeout=0.05)
+            os.killpg(proc.pid, 0)  # children reaped by init until the group is gone
+            time.sleep(0.01)
+        except subprocess.TimeoutExpired:
+            continue
+        except OSError:  # ProcessLookupError: the group is gone
+            return
+        except BaseException:  # noqa: BLE001 - a second signal: the first is being raised
+            continue
+
+
+def _remove_abandoned(folder):
+    """Remove the temporary files of compiles long over in ``folder``: a process killed
+    outright (SIGKILL, or SIGTERM where nothing handles it) leaves its compiler's partial
+    library. Any compile in progress is younger than :data:`COMPILE_TIMEOUT`."""
+    cutoff = time.time() - 2 * COMPILE_TIMEOUT
+    for path in folder.glob(f".{BUILT_NAME}*.tmp"):
+        with contextlib.suppress(OSError):
+            if path.lstat().st_mtime < cutoff:
+                path.unlink()
+
+
 def _cache_dirs():
-    """Where a library compiled on first use goes, in order of preference. The shared temp
-    folder's is taken only as this user's own folder that no one else may write: anyone may
-    create ``/tmp/terrain-UID`` first and put a library there that this process would load."""
-    dirs = [SOURCE.parent / "__pycache__"]
+    """Where a library compiled on first use goes, in order of preference:
+    ``$TERRAIN_CACHE_DIR``; else the user's cache (``$XDG_CACHE_HOME/terrain`` or
+    ``~/.cache/terrain``); else ``terrain-UID`` in the temporary folder. Never the package's
+    own folder: an install or a checkout is not written by running it (it may be read-only,
+    or shared by users of other compilers)."""
+    dirs = []
     if os.environ.get("TERRAIN_CACHE_DIR"):
         dirs.append(Path(os.environ["TERRAIN_CACHE_DIR"]))
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     dirs.append(Path(xdg) / "terrain")
-    shared = Path(tempfile.gettempdir()) / f"terrain-{os.getuid()}"
-    try:
-        shared.mkdir(mode=0o700, exist_ok=True)
-        st = os.lstat(shared)
-    except OSError:
-        return dirs
-    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
-        dirs.append(shared)
+    dirs.append(_shared_dir())
     return dirs
+
+
+def _shared_dir():
+    return Path(tempfile.gettempdir()) / f"terrain-{os.getuid()}"
+
+
+def _not_usable(folder, make):
+    """None where a library may be loaded from ``folder`` (``make``: and compiled into it,
+    the folder made if missing), else why not. The shared temporary folder's only as this
+    user's own folder that no one else may write: anyone may create ``/tmp/terrain-UID``
+    first and put a library there that this process would load."""
+    shared = folder == _shared_dir()
+    try:
+        if make:
+            if shared:
+                folder.mkdir(mode=0o700, exist_ok=True)
+            else:
+                folder.mkdir(parents=True, exist_ok=True)
+        if not shared:
+            return None
+        st = os.lstat(folder)
+    except OSError as e:
+        return e.strerror or str(e)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+        return None
+    return "not this user's own folder that only it may write"
 
 
 def _built_library():
@@ -138,15 +241,46 @@ def _load(path, tag):
     return lib
 
 
+def _cached_library(tag):
+    """The library compiled from this ``kernels.c`` into the first cache folder that holds
+    it, else compiled now into the first one that can be written (:func:`_cache_dirs`)."""
+    name = f"{BUILT_NAME}-{tag}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    folders = _cache_dirs()
+    for folder in folders:
+        if (folder / name).is_file() and _not_usable(folder, make=False) is None:
+            with contextlib.suppress(OSError):  # not a library: compiled again over it
+                lib = _load(folder / name, tag)
+                if lib is not None:
+                    return lib
+    tried = []
+    for folder in folders:
+        why = _not_usable(folder, make=True)
+        if why is None:
+            try:
+                path = compile_library(folder / name, tag)
+            except OSError as e:  # the folder's (its temporary file, the rename)
+                why = e.strerror or str(e)
+            else:
+                return _load(path, tag)
+        tried.append(f"{folder} ({why})")
+    from ..errors import InputError
+    raise InputError("terrain's C kernels must be compiled on first use and no cache folder "
+                     "can be written: " + "; ".join(tried)
+                     + " (set TERRAIN_CACHE_DIR to a writable folder)")
+
+
 def load_library():
     """The shared library, loaded once per process (thread-safe): the one ``pip install .``
-    built from this ``kernels.c``, else one compiled earlier into a cache directory (keyed by
-    :func:`source_tag`), else one compiled now into the first writable cache directory.
+    built from this ``kernels.c``, else one compiled earlier into a cache folder (keyed by
+    :func:`source_tag`), else one compiled now into the first writable cache folder
+    (:func:`_cache_dirs`).
 
     Raises
     ------
     RuntimeError
-        The library must be compiled and cannot be (no compiler, or no writable directory).
+        The library must be compiled and cannot be (no compiler, or it failed).
+    InputError
+        The library must be compiled and no cache folder can be written (each named).
     """
     global _lib
     if _lib is not None:
@@ -161,23 +295,7 @@ def load_library():
             if tag is None:
                 raise RuntimeError(f"terrain's C kernels: neither a built library nor "
                                    f"its source {SOURCE} is there (a broken install?)")
-            name = f"_kernels-{tag}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
-            cached = next((d / name for d in _cache_dirs() if (d / name).is_file()), None)
-            if cached is None:
-                errors = []
-                for d in _cache_dirs():
-                    try:
-                        d.mkdir(parents=True, exist_ok=True)
-                        cached = compile_library(d / name, tag)
-                        break
-                    except PermissionError as e:
-                        errors.append(f"{d}: {e.strerror}")
-                    except OSError as e:
-                        errors.append(f"{d}: {e}")
-                if cached is None:
-                    raise RuntimeError("terrain's C kernels: no writable directory to "
-                                       "compile it into (" + "; ".join(errors) + ")")
-            lib = _load(cached, tag)
+            lib = _cached_library(tag)
         _lib = lib
     return _lib
 
