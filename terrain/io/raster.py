@@ -69,7 +69,7 @@ class RasterGrid(Grid):
         a, reason = r0, None
         try:
             while a < r1:
-                with rasterio.open(self.path) as src:
+                with _opened(rasterio, self.path) as src:
                     b = min(r1, a + _piece_rows(src, self.band, cols))
                     self._read_piece(src, a, b, out[a - r0:b - r0])
                 a = b
@@ -189,14 +189,20 @@ def _piece_rows(src, band, cols):
     return block * max(1, READ_BYTES // max(1, row))
 
 
-def _quiet_unreferenced(rasterio):
-    """A raster without a georeference is read as such (its cells are the grid's), which
-    rasterio's warning of two lines would say again on every open: filtered, where the
-    filters lack it (a change of the filters makes Python show every warning again; a
-    ``catch_warnings`` block that opened a raster took it away as it ended)."""
-    quiet = rasterio.errors.NotGeoreferencedWarning
-    if not any(f[0] == "ignore" and f[2] is quiet for f in warnings.filters):
-        warnings.filterwarnings("ignore", category=quiet)
+#: held around the opens of :func:`_opened`: each saves and restores the process's warning
+#: filters, and two threads' blocks that interleave restore each other's (the filter of one
+#: left in place for good, or one thread's open unfiltered)
+_OPEN_LOCK = threading.Lock()
+
+
+def _opened(rasterio, path):
+    """``rasterio.open(path)`` for reading, without rasterio's two-line warning that the
+    raster has no georeference: such a raster is read as such (:func:`_georeference` warns
+    once), which rasterio would say again on every open. Filtered within the open only
+    (rasterio warns there and nowhere else), the caller's filters as they were."""
+    with _OPEN_LOCK, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=rasterio.errors.NotGeoreferencedWarning)
+        return rasterio.open(path)
 
 
 def _georeference(src, path):
@@ -242,11 +248,10 @@ def open_raster(path, band=None):
     (16, 1024)
     """
     import rasterio
-    _quiet_unreferenced(rasterio)
 
     path = Path(path)
     try:
-        with rasterio.open(path) as src:
+        with _opened(rasterio, path) as src:
             if src.count < 1:
                 raise InputError(f"{path}: raster has no bands")
             if band is None:

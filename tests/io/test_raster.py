@@ -86,6 +86,36 @@ def test_a_raster_without_georeference_is_the_ascii_grids_north_up_grid(tmp_path
     assert np.array_equal(flow.direction.values, terrain.flow(asc).direction.values)
 
 
+def test_opening_a_raster_without_georeference_leaves_the_warning_filters_as_they_were(
+        tmp_path):
+    """rasterio's warning of a raster without a georeference was silenced by a filter added
+    to the process's for good (a library call changed its caller's warnings). Now the open
+    alone is filtered: the filters are as they were after opens and reads on 8 threads at
+    once, and none of rasterio's warnings came out."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from terrain.io.raster import open_raster
+
+    tif = _write(tmp_path / "plain.tif", np.arange(12, dtype=np.float32).reshape(3, 4))
+    before = list(warnings.filters)
+
+    def open_and_read(_):
+        grid = open_raster(tif)
+        return grid.read_rows(0, 3)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        inside = list(warnings.filters)
+        with ThreadPoolExecutor(8) as pool:
+            reads = list(pool.map(open_and_read, range(32)))
+        assert warnings.filters == inside
+    assert warnings.filters == before
+    assert all(np.array_equal(r, np.arange(12, dtype=np.float32).reshape(3, 4)) for r in reads)
+    said = {w.category for w in caught}
+    assert rasterio.errors.NotGeoreferencedWarning not in said
+    assert terrain.TerrainWarning in said  # terrain's own one-line warning
+
+
 def _grid_of(tmp_path, kind, row):
     """``row`` (integers) as a one-row ESRI grid or an int32/int64 GeoTIFF."""
     if kind == "asc":
