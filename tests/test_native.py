@@ -36,10 +36,12 @@ def test_a_library_built_from_another_source_is_not_used(no_library, monkeypatch
     assert len(list(no_library.iterdir())) == 1  # compiled afresh, beside nothing half-written
 
 
-def test_no_compiler_is_a_clear_runtime_error(no_library, monkeypatch):
+def test_no_compiler_is_an_input_error_and_a_failed_one_a_runtime_error(no_library,
+                                                                       monkeypatch):
+    from terrain.errors import InputError
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setattr(native.shutil, "which", lambda name: None)
-    with pytest.raises(RuntimeError, match="no C compiler was found"):
+    with pytest.raises(InputError, match="no C compiler was found"):
         native.load_library()
     monkeypatch.setenv("CC", str(no_library / "no-such-cc"))
     with pytest.raises(RuntimeError, match="compiling terrain's C kernels failed"):
@@ -403,3 +405,21 @@ def test_a_stopping_run_stops_a_compile_in_its_task_thread(tmp_path):
     assert [type(e) for e in raised] == [native.Stopped]
     assert not _group_alive(int(started.read_text()))
     assert list(folder.iterdir()) == []
+
+
+def test_no_compiler_on_first_use_is_one_line(tmp_path):
+    """A machine without a C compiler and an install without the built library: a
+    RuntimeError traceback; now one line saying what to install, exit 2."""
+    import subprocess
+    import sys
+
+    from cli import assert_one_line_error
+
+    env = _first_use_env(tmp_path, tmp_path / "no-such-cc")
+    del env["CC"]
+    env["PATH"] = str(tmp_path / "empty")   # no cc, gcc or clang on it
+    (tmp_path / "g.txt").write_text("0 1\n1 2\n")
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "bfs", "g.txt", "--source", "0"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert_one_line_error(proc, "no C compiler was found")
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())

@@ -92,18 +92,21 @@ def compile_library(target, tag, compiler=None):
 
     Raises
     ------
+    InputError
+        No C compiler.
     RuntimeError
-        No C compiler, or it failed (its message included) or ran too long.
+        The compiler failed (its message included) or ran too long.
     OSError
         The temporary file cannot be made beside ``target`` (a folder not writable).
     """
     target = Path(target)
     cc = compiler or os.environ.get("CC") or next(
         (c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
-    if cc is None:
-        raise RuntimeError(
-            "terrain's C kernels is not built and no C compiler was found to build it "
-            "(set CC, install gcc, or install terrain with pip, which builds it)")
+    if cc is None:  # the machine's setup, not a fault of terrain's: one line, no traceback
+        from ..errors import InputError
+        raise InputError(
+            "terrain's C kernels are not built and no C compiler was found to build them "
+            "(set CC, install gcc, or install terrain with pip, which builds them)")
     check_stopped()  # a task thread that waited for another's compile of a stopping run
     _remove_abandoned(target.parent)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}."
@@ -278,9 +281,10 @@ def load_library():
     Raises
     ------
     RuntimeError
-        The library must be compiled and cannot be (no compiler, or it failed).
+        The library must be compiled and the compiler failed.
     InputError
-        The library must be compiled and no cache folder can be written (each named).
+        The library must be compiled and there is no compiler, or no cache folder can be
+        written (each named).
     """
     global _lib
     if _lib is not None:
