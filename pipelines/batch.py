@@ -96,7 +96,9 @@ def _run_cost_distance(inp, out, args, scheduler):
 
 def _check_cost_distance(args):
     """The options every file shares, checked before any file runs (one line, exit 2)."""
-    from .cost_distance import check_cost_options, parse_pair
+    from terrain.grid.sources import parse_pair
+
+    from .cost_distance import check_cost_options
     if not (args.source or args.source_cell or args.sources):
         raise InputError("batch cost-distance: no sources given (map coordinates, cells or "
                          "a sources file)")

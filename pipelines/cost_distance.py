@@ -22,15 +22,16 @@ from terrain.backend import get_backend
 from terrain.errors import InputError, naming_items
 from terrain.grid.cost_outputs import LAYERS, least_cost_paths
 from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
+from terrain.grid.sources import is_points_file, resolve_sources
 from terrain.grid.sssp import incore_bytes
 from terrain.io import available_memory
 from terrain.io.georef import check_weight_units, finish_store
 from terrain.io.outputs import check_outputs, output_beside, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
                                is_remote, output_at, remove_tree, scratch_beside)
-from terrain.io.points import cell_centre, map_to_cell, point_cells, raster_source_cells
+from terrain.io.points import cell_centre
 from terrain.io.zarr_meta import open_group
-from terrain.tiles import is_store, open_store
+from terrain.tiles import is_store
 from terrain.tiles.store import link_layer, shard_windows
 
 from . import _plan as _plans
@@ -43,8 +44,8 @@ from .cost_distance_store import (cost_model_attributes, dem_in_output, geotiff_
                                   geotiff_paths, write_geotiffs)
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
-           "cost_distance_route", "default_output", "resolve_sources", "check_cost_options",
-           "resolve_cost", "plan_cost_distance", "parse_pair", "ROUTES"]
+           "cost_distance_route", "default_output", "check_cost_options", "resolve_cost",
+           "plan_cost_distance", "ROUTES"]
 
 ROUTES = (*COMMAND_ROUTES, "blocked")
 
@@ -71,92 +72,6 @@ def cost_distance_route(shape, has_friction=False, memory_bytes=None, route="aut
     if need <= memory_bytes // 2:
         return "in-core"
     return be.select("blocked", "tiled")
-
-
-def parse_pair(text, what, cast=float):
-    """``"A,B"`` as two numbers (``cast``); :class:`InputError` otherwise (NaN too).
-
-    >>> parse_pair("1.5, 2", "source")
-    (1.5, 2.0)
-    """
-    try:
-        a, b = (cast(v.strip()) for v in str(text).split(","))
-    except ValueError:
-        kind = "whole numbers" if cast is int else "numbers"
-        raise InputError(f"{what} {text!r}: expected two {kind} A,B") from None
-    if not (math.isfinite(a) and math.isfinite(b)):
-        raise InputError(f"{what} {text!r}: coordinates must be finite numbers")
-    return a, b
-
-
-def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None, label="",
-                    crs=None, start_cost=None, start_values=False, what="source"):
-    """``(cells, costs, origins)``: source cells ``[(row, col), ...]`` in order: ``points``
-    (map X,Y), then ``cells`` (ROW,COL), then the cells of ``sources_file`` (a raster, a tile
-    store, or points: :func:`terrain.io.points.read_points`, reprojected into ``crs``); the
-    cost already spent at each (float64; None when every source starts at 0): ``start_cost``,
-    or with ``start_values`` every cell of the raster ``sources_file`` that is not nodata is
-    a source starting at its value (GRASS ``r.cost -r``), the others at ``start_cost``; and
-    where each came from, for errors about one (:func:`terrain.errors.naming_items`): its
-    place in a points file (:func:`terrain.io.points.point_cells`), else None. ``what``
-    names the cells in errors (stop cells are read the same way)."""
-    values = bool(start_values)
-    if values and (sources_file is None or _is_points_file(sources_file)):
-        raise InputError("start costs from values need a raster of sources")
-    out = []
-    for p in points:
-        x, y = parse_pair(p, what) if isinstance(p, str) else p
-        out.append(map_to_cell(x, y, geotransform, shape, what=f"{label}{what}",
-                               raster_crs=crs is not None))
-    for c in cells:
-        r, k = parse_pair(c, f"{what} cell", int) if isinstance(c, str) else c
-        try:
-            whole = float(r).is_integer() and float(k).is_integer()
-        except (TypeError, ValueError):
-            whole = False
-        if not whole:  # NaN was "outside the raster"
-            raise InputError(f"{label}{what} cell ({r}, {k}): cells must be whole (row, col) "
-                             "numbers")
-        if not (0 <= r < shape[0] and 0 <= k < shape[1]):
-            raise InputError(f"{label}{what} cell ({r}, {k}) is outside the raster "
-                             f"({shape[0]} x {shape[1]} cells)")
-        out.append((int(r), int(k)))
-    costs = np.full(len(out), float(start_cost or 0.0)) if values else None
-    origins = [None] * len(out)
-    if sources_file is not None:
-        path = as_path(sources_file)
-        if _is_points_file(path):
-            found, places = point_cells(path, geotransform, shape, what, crs)
-            out.extend(found)
-            origins.extend(places)
-        else:
-            if is_store(path):
-                st = open_store(path)
-                grid_values, grid_gt = st.read_window(0, st.shape[0], 0, st.shape[1]), \
-                    st.geotransform
-                grid_crs = st.attrs.get("crs")
-            else:
-                from terrain.io import read_grid
-                grid_values, grid = read_grid(path, finite=False)  # start costs: checked below
-                grid_gt, grid_crs = grid.geotransform, grid.crs
-            found = raster_source_cells(grid_values, grid_gt, geotransform, shape, path,
-                                        start_values=values, what=what, crs=grid_crs,
-                                        grid_crs=crs)
-            if values:
-                found, spent = found
-                costs = np.concatenate([costs, spent])
-            out.extend(found)
-            origins.extend([None] * len(found))
-    if not out:
-        raise InputError(f"{label}no {what}s given")
-    if start_cost is not None and not values:
-        costs = np.full(len(out), float(start_cost))
-    return out, costs, origins
-
-
-def _is_points_file(path):
-    from terrain.io.points import POINT_SUFFIXES
-    return Path(str(path)).suffix.lower() in POINT_SUFFIXES
 
 
 def resolve_cost(cost, friction):
@@ -283,7 +198,8 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
     ``cost`` None: ``friction`` with a friction raster, else ``absdiff``. ``start_values``:
-    the raster ``sources_file``'s values are the start costs (:func:`resolve_sources`).
+    the raster ``sources_file``'s values are the start costs
+    (:func:`terrain.grid.sources.resolve_sources`).
     ``stop_points``, ``stop_cells``, ``stops_file``: stop cells, given as the sources are
     (:func:`terrain.grid.sssp.grid_sssp`'s ``stops``; the in-core algorithm). ``memory`` (bytes
     or a size such as ``"1.5GB"``): the memory budget that chooses the algorithm and bounds
@@ -395,7 +311,7 @@ def _check_stops(spec, given, label):
 
 
 def _stop_cells(spec, gt, points, cells, path, label, crs):
-    """``(cells, origins)`` of the stops (:func:`resolve_sources`), the cells put in
+    """``(cells, origins)`` of the stops (:func:`terrain.grid.sources.resolve_sources`), the cells put in
     ``spec``; ``([], [])`` without any."""
     _check_stops(spec, points or cells or path, label)
     if not (points or cells or path):
@@ -614,7 +530,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
     sources_file = args.sources
     if sources_file is not None and not Path(sources_file).exists():
         raise InputError(f"{sources_file}: no such file")
-    points_file = sources_file is not None and _is_points_file(sources_file)
+    points_file = sources_file is not None and is_points_file(sources_file)
     sources = None  # a raster of sources is counted when the run reads it
     if args.source or args.source_cell or points_file or sources_file is None:
         sources = len(resolve_sources(gt, shape, args.source or (), args.source_cell or (),

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from terrain.errors import InputError, naming, naming_items
+from terrain.grid.sources import resolve_sources
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.georef import warn_degrees
 from terrain.io.outputs import check_outputs
@@ -44,7 +45,6 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
     (``.tif`` or ``.zarr``): ``points`` (map X,Y), then ``cells`` (ROW,COL), then the points
     (or a raster's cells) of ``points_file``, labelled 1, 2, ... in that order; returns the
     summary."""
-    from .cost_distance import resolve_sources
     out = Path(output)
     if not (np.isfinite(snap) and snap >= 0):
         raise InputError(f"snap distance {snap:g}: must be a number of map units >= 0")

@@ -697,9 +697,9 @@ def _cf_flags(attrs):
 
 
 @_interrupts_as_raised
-def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None,
-                  friction=None, connectivity=8, max_cost=None, stops=None, backend=None,
-                  cellsize=None):
+def cost_distance(dem, sources=None, *, points=None, start_costs=None, start_values=False,
+                  cost=None, friction=None, connectivity=8, max_cost=None, stops=None,
+                  stop_points=None, backend=None, cellsize=None):
     """Accumulated cost from sources over a DEM: distance, allocation and backlinks.
 
     The exact grid SSSP of :func:`terrain.grid.sssp.grid_sssp`, in memory. Conventions:
@@ -716,9 +716,15 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         ``sources``; or a file, as the command line's ``--sources``: points (CSV, GeoJSON,
         GeoPackage, ...), reprojected from their CRS into the DEM's, or a raster or tile
         store whose non-zero cells that are not nodata are sources (mapped through their
-        centres).
+        centres). With ``start_values``: a raster (path, array or DataArray).
     start_costs : float or sequence of float, optional
-        Cost already spent at each source (default 0).
+        Cost already spent at each source (default 0); with ``start_values`` one number,
+        the cost spent at each of ``sources``.
+    start_values : bool
+        Every cell of the raster ``points`` that is not nodata is a source, starting at its
+        value (GRASS ``r.cost -r``; the command line's ``--start-values``), numbered after
+        ``sources``. An array without a georeference lies on the DEM's grid; a file or
+        georeferenced DataArray may have its own grid (mapped through the cell centres).
     cost : {'absdiff', 'friction', 'tobler'}, optional
         Default: ``friction`` with a friction raster, else ``absdiff``.
     friction : same kinds as ``dem``, optional
@@ -730,6 +736,9 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         Stop cells (as GRASS ``r.cost``'s): once all are reached, cells farther than the
         farthest of them stay unreached (``attrs["stop_distance"]``) and the CPU's solve ends;
         or a file of them, read as ``points``' files are (the command line's ``--stops``).
+    stop_points : sequence of (x, y), optional
+        Stop cells as map points in the DEM's CRS (the command line's ``--stop``), before
+        ``stops``.
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
         Overrides the input's cell size.
@@ -753,6 +762,10 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     ([0.0, 2.0, 4.0, 6.0], 5)
     >>> int(r.attrs["reached_cells"]), r.allocation.dtype.name, r.attrs["cost"]
     (12, 'int32', 'friction')
+    >>> start = np.array([[1.0, np.nan, np.nan, 0.0]])  # NaN: no source
+    >>> cost_distance(np.ones((1, 4), np.float32), points=start, start_values=True,
+    ...               friction=np.ones((1, 4)), backend="cpu").distance.tolist()
+    [[1.0, 2.0, 1.0, 0.0]]
     """
     from .grid.cost_outputs import layer_attributes
     from .grid.costs import check_friction, cost_model_code
@@ -774,7 +787,9 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         f = check_friction(f, name=fgeo.where)
     cells = [] if sources is None else _listed(sources, "sources", "(row, col) cells")
     origins = [None] * len(cells)  # a points file's place of each source, for its errors
-    if points is not None:
+    if _flag(start_values, "start_values"):
+        cells, start_costs, origins = _valued_sources(points, cells, start_costs, z, geo)
+    elif points is not None:
         gt = _geotransform(geo, z.shape)
         if gt is None:
             raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
@@ -798,6 +813,8 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
                              "(row, col) cells instead)")
         stops, stop_origins = _file_cells(stops, gt, z, geo, "stops", "stop",
                                           Path(stops).suffix.lower() in POINT_SUFFIXES)
+    if stop_points is not None:
+        stops, stop_origins = _with_stop_points(stop_points, stops, stop_origins, z, geo)
     with naming_items("source", origins), naming_items("stop", stop_origins):
         r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
                       cellsize=cs, max_cost=max_cost, stops=stops, backend=backend)
@@ -819,6 +836,63 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     out = CostDistance(r.distance, r.allocation, r.backlink, summary,
                        layer_attributes(cost, geo.units), geo)
     return out.to_xarray() if geo.template is not None else out
+
+
+def _valued_sources(raster, cells, start_cost, z, geo):
+    """``(cells, costs, origins)`` of ``start_values``: ``cells`` at ``start_cost`` (one
+    number), then every cell of ``raster`` that is not nodata at its value, read as the
+    command line reads ``--sources RASTER --start-values``
+    (:func:`terrain.grid.sources.resolve_sources`). An array without a georeference (or on
+    a DEM without one) lies cell for cell on the DEM's grid."""
+    from .grid.sources import SourceRaster, resolve_sources
+    try:
+        spent = None if start_cost is None else float(np.asarray(start_cost).item())
+    except (TypeError, ValueError):
+        spent = -1.0
+    if start_cost is not None and not (np.ndim(start_cost) == 0 and spent >= 0
+                                       and np.isfinite(spent)):
+        raise InputError(f"start_costs {start_cost!r}: with start_values, one number >= 0: "
+                         "the cost spent at each of the sources (the raster's cells start "
+                         "at their values)", option="start_costs")
+    gt = _geotransform(geo, z.shape)
+    if raster is None or isinstance(raster, (str, os.PathLike)):  # a file: as the CLI's
+        if gt is None and raster is not None:
+            raise InputError(f"{geo.where}: a file of sources needs a georeferenced DEM "
+                             "(give an array on its grid instead)")
+    else:
+        values, rgeo = _in_memory(raster, np.float64, "points", finite=False)
+        rgt, crs = _geotransform(rgeo, values.shape), rgeo.crs
+        if rgt is None or gt is None:  # placed by neither: the DEM's cells
+            if values.shape != z.shape:
+                raise InputError(f"{rgeo.where}: {values.shape[0]} x {values.shape[1]} cells, "
+                                 f"the DEM {z.shape[0]} x {z.shape[1]}")
+            rgt, crs = gt or _unplaced_grid(z.shape), geo.crs
+        raster = SourceRaster(values, rgt, crs, rgeo.where)
+    return resolve_sources(gt or _unplaced_grid(z.shape), z.shape, cells=cells, sources_file=raster,
+                           label=f"{geo.where}: ", crs=geo.crs, start_cost=spent,
+                           start_values=True)
+
+
+def _unplaced_grid(shape):
+    """The grid of cells of 1, lower-left corner at (0, 0), of an array without a
+    georeference (as a raster without a geotransform is read)."""
+    return (0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0)
+
+
+def _with_stop_points(stop_points, stops, origins, z, geo):
+    """``(stops, origins)``: the map points ``stop_points`` as cells (as the command line's
+    ``--stop``: :func:`terrain.grid.sources.resolve_sources`), then ``stops``."""
+    from .grid.sources import resolve_sources
+    gt = _geotransform(geo, z.shape)
+    if gt is None:
+        raise InputError(f"{geo.where}: map points as stops need a georeferenced DEM (give "
+                         "(row, col) cells instead)")
+    found, _, _ = resolve_sources(gt, z.shape, _listed(stop_points, "stop_points",
+                                                       "(x, y) points"),
+                                  label=f"{geo.where}: ", crs=geo.crs, what="stop")
+    given = [] if stops is None else [tuple(c) for c in _listed(stops, "stops",
+                                                                  "(row, col) cells")]
+    return found + given, ([None] * len(found) + list(origins)) if origins else []
 
 
 def _file_cells(path, gt, z, geo, name, what, points):

@@ -351,6 +351,21 @@ def test_dataarray_georeference_in_attributes():
     (lambda z: terrain.fill(np.ones((3, 2), np.float32), outlets=np.array([(1, 1), (0, 0),
                                                                            (2, 0)])),
      "could be cells or a mask"),
+    # start costs from a raster's values (the command line's --start-values), stops as map
+    # points (--stop): the sources' raster and the DEM's georeference they need
+    (lambda z: terrain.cost_distance(z, [(0, 0)], points=np.ones(z.shape), start_values=True,
+                                     start_costs=[1, 2]),
+     r"^start_costs \[1, 2\]: with start_values, one number >= 0"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], start_values=True),
+     "^start costs from values need a raster of sources"),
+    (lambda z: terrain.cost_distance(z, points=np.ones((2, 2)), start_values=True),
+     "^points: 2 x 2 cells, the DEM 8 x 9"),
+    (lambda z: terrain.cost_distance(z, points="s.tif", start_values=True),
+     "^dem: a file of sources needs a georeferenced DEM"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], start_values="yes"),
+     "^start_values 'yes': must be True or False"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], stop_points=[(1.5, 2.5)]),
+     "^dem: map points as stops need a georeferenced DEM"),
     (lambda z: terrain.diameter(nx.path_graph(9), effective=-3),
      "^effective -3: the sources to sample"),
     # each raster named as the parameter it was given as

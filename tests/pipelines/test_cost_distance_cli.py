@@ -210,6 +210,45 @@ def test_start_values_from_the_sources_raster(dem, tmp_path, algorithm):
         np.testing.assert_array_equal(d, ref)
 
 
+def test_start_values_and_stop_points_through_the_api_are_the_commands(dem, tmp_path):
+    """``terrain.cost_distance(path, cells, points=RASTER, start_values=True,
+    stop_points=[(x, y)])`` is ``cost-distance --source-cell ... --sources RASTER
+    --start-values --stop X,Y``: the same sources, start costs, stop cells and layers (the
+    raster as a file, and as an array on the DEM's grid). Oracle: SciPy's Dijkstra from a
+    super source with arcs of the start costs, cut beyond the stop's distance."""
+    import terrain
+    z, path = dem
+    srcr = np.full(z.shape, np.nan, np.float32)
+    srcr[3, 4], srcr[40, 30], srcr[20, 20] = 0.0, 37.5, 4.0
+    rpath = write_asc(tmp_path / "src.asc", srcr)
+    stop = (30, 8)
+    assert not np.isnan(z[stop])
+    x, y = xy(*stop, z.shape[0])
+    out = tmp_path / "v.zarr"
+    rc, so, se = run_cli("cost-distance", path, "--source-cell", "10,10", "--start-cost", 1.5,
+                         "--sources", rpath, "--start-values", "--stop", f"{x},{y}", "-o", out,
+                         "--json", "--backend", "cpu")
+    assert rc == 0, se
+    summary = json.loads(so)
+    g = zarr.open_group(str(out), mode="r")
+    sources = [(10, 10), (3, 4), (20, 20), (40, 30)]
+    spent = [1.5, 0.0, 4.0, 37.5]
+    ref = oracle_distance(csr_graph(z), z.shape, sources, spent)
+    far = ref[stop]
+    ref[ref > far] = np.nan
+    for raster in (rpath, srcr):
+        got = terrain.cost_distance(path, [(10, 10)], points=raster, start_values=True,
+                                    start_costs=1.5, stop_points=[(x, y)], backend="cpu")
+        assert list(zip(got.attrs["source_rows"], got.attrs["source_cols"])) == sources
+        assert got.attrs["start_costs"] == spent == [s["start_cost"]
+                                                     for s in summary["sources"]]
+        assert (got.attrs["stop_rows"], got.attrs["stop_cols"]) == ([stop[0]], [stop[1]])
+        assert got.attrs["stop_distance"] == summary["stop_distance"] == far
+        for name in ("distance", "allocation", "backlink"):
+            np.testing.assert_array_equal(got[name], np.asarray(g[name][:]), err_msg=name)
+        np.testing.assert_array_equal(got.distance, ref)
+
+
 def test_stop_cells_end_the_run_and_verify(dem, tmp_path):
     """``--stop``/``--stop-cell``/``--stops``: cells beyond the farthest stop unreached (the
     scipy distances cut there), recorded, and ``verify`` accepts the store."""
