@@ -25,7 +25,7 @@ from terrain.backend import get_backend
 from terrain.errors import InputError, naming
 from terrain.grid.edges import check_weight_range
 from terrain.grid.merge import apply_changes
-from terrain.grid.mst import MSTSpec, finish_stats, mst_walks, super_tile_side
+from terrain.grid.mst import MST_NODATA, MSTSpec, finish_stats, mst_walks, super_tile_side
 from terrain.grid.mst_device import fits_in_core
 from terrain.io import AsciiGrid
 from terrain.io.georef import check_weight_units, write_georeference
@@ -553,13 +553,14 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
 
 
 MST_BAND_DESCRIPTION = ("MST edges: bit d set = the forest holds the edge from this cell in "
-                        "direction d (1 = E, 2 = S, 4 = SE, 8 = SW); 255 = nodata cell")
+                        f"direction d (1 = E, 2 = S, 4 = SE, 8 = SW); {MST_NODATA} = nodata cell")
 
 
 def write_geotiff(store_path, tif_path, overwrite=False, cog=True, shown=None):
     """Write the ``mst`` mask of an output store as a uint8 (Cloud-Optimized) GeoTIFF.
 
-    Nodata cells of the DEM (the output's ``elevation``, else the source store's) are 255,
+    Nodata cells of the DEM (the output's ``elevation``, else the source store's) are
+    :data:`terrain.grid.mst.MST_NODATA`,
     so they never read as 0 (a valid cell owning no edge); see :mod:`terrain.io.geotiff`.
     ``run_mst`` stages it (:func:`terrain.io.outputs.staged_path`), its name checked before;
     ``shown``: the name an error gives it in place of the staged ``tif_path``.
@@ -573,10 +574,10 @@ def write_geotiff(store_path, tif_path, overwrite=False, cog=True, shown=None):
     elif group.attrs.get("source") and is_store(group.attrs["source"]):
         valid = (group.attrs["source"], "elevation")
     with naming(str(tif_path), shown):
-        return write_layer(store_path, "mst", tif_path, read=read_block, cog=cog, nodata=255,
-                           valid_from=valid, description=MST_BAND_DESCRIPTION,
-                           resampling="nearest",
-                           tags={"E": 1, "S": 2, "SE": 4, "SW": 8, "nodata": 255},
+        return write_layer(store_path, "mst", tif_path, read=read_block, cog=cog,
+                           nodata=MST_NODATA, valid_from=valid,
+                           description=MST_BAND_DESCRIPTION, resampling="nearest",
+                           tags={"E": 1, "S": 2, "SE": 4, "SW": 8, "nodata": MST_NODATA},
                            overwrite=overwrite)
 
 

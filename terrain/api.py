@@ -595,8 +595,10 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
     Returns
     -------
     xarray.DataArray
-        uint8 ``mst`` on the DEM's grid: :data:`MST_BITS`. Attributes: ``total_weight``,
-        ``edges``, ``trees``, ``vertices``, ``connectivity``, ``weight``, ``bits``.
+        uint8 ``mst`` on the DEM's grid: :data:`MST_BITS`, the DEM's nodata cells
+        :data:`terrain.grid.mst.MST_NODATA` (255, its ``_FillValue``), as in the command
+        line's ``--geotiff``. Attributes: ``total_weight``, ``edges``, ``trees``,
+        ``vertices``, ``connectivity``, ``weight``, ``bits``.
 
     Examples
     --------
@@ -610,7 +612,7 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
     ('uint8', 20.0, 'max')
     """
     from .grid.edges import check_weight_range
-    from .grid.mst import grid_mst
+    from .grid.mst import MST_NODATA, grid_mst
 
     z, geo = as_dem(dem)
     if cellsize is None:  # given, the cell size is the caller's, in their units
@@ -627,7 +629,19 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
     attrs = {"total_weight": float(r.total_weight), "edges": int(r.edges), "trees": int(r.trees),
              "vertices": int(r.vertices), "connectivity": int(r.connectivity),
              "weight": str(r.weight), "bits": MST_BITS}
-    return raster_like(r.mask, geo, "mst", attrs)
+    mask = np.where(_nodata_cells(z, geo), np.uint8(MST_NODATA), r.mask)
+    return raster_like(mask, geo, "mst", attrs, MST_NODATA)
+
+
+def _nodata_cells(z, geo):
+    """The nodata cells of the DEM ``z`` (of a tile store read shard by shard: ``z`` None)."""
+    if z is not None:
+        return np.isnan(z)
+    st = geo.store
+    out = np.empty(tuple(st.shape), bool)
+    for r0, r1, c0, c1 in st.shard_windows():
+        out[r0:r1, c0:c1] = np.isnan(st.read_window(r0, r1, c0, c1))
+    return out
 
 
 def _geotransform(geo, shape):

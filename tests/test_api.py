@@ -25,16 +25,23 @@ def dem(seed=0, shape=(40, 33)):
     return z
 
 
+def with_nodata(mask, z):
+    """A forest's bits as ``terrain.mst`` (and ``--geotiff``) gives them: MST_NODATA (255)
+    on the DEM's nodata cells."""
+    return np.where(np.isnan(z), 255, mask)
+
+
 def test_numpy_and_dask_inputs():
     da = pytest.importorskip("dask.array")
     z = dem()
     want = grid_mst(z, connectivity=4, weight="absdiff", tile=16, backend="cpu")
     got = terrain.mst(z, 4, "absdiff", tile=16, backend="cpu")
     assert got.dims == ("y", "x") and got.dtype == np.uint8 and got.name == "mst"
-    assert np.array_equal(got.values, want.mask)
+    assert np.array_equal(got.values, with_nodata(want.mask, z))
+    assert got.attrs["_FillValue"] == 255
     assert got.attrs["edges"] == want.edges and got.attrs["total_weight"] == want.total_weight
     lazy = terrain.mst(da.from_array(z, chunks=16), 4, "absdiff", tile=16, backend="cpu")
-    assert np.array_equal(lazy.values, want.mask)
+    assert np.array_equal(lazy.values, with_nodata(want.mask, z))
 
 
 def test_rioxarray_dataarray_keeps_georeference(tmp_path):
@@ -49,20 +56,22 @@ def test_rioxarray_dataarray_keeps_georeference(tmp_path):
     da = rioxarray.open_rasterio(path)  # (band, y, x), nodata -9999 not masked
     f = terrain.mst(da, weight="slope", backend="cpu")
     want = grid_mst(z, weight="slope", tile=512, backend="cpu", cellsize=(30.0, 30.0))
-    assert np.array_equal(f.values, want.mask)
+    want = with_nodata(want.mask, z)
+    assert np.array_equal(f.values, want)
     assert f.rio.crs.to_epsg() == 32617
     assert tuple(f.rio.transform().to_gdal()) == GT
     assert np.array_equal(f.x.values, da.x.values)
     # masked input (nodata as NaN) gives the same; the path gives the same too
     masked = rioxarray.open_rasterio(path, masked=True)
-    assert np.array_equal(terrain.mst(masked, weight="slope", backend="cpu").values, want.mask)
+    assert np.array_equal(terrain.mst(masked, weight="slope", backend="cpu").values, want)
     from_path = terrain.mst(path, weight="slope", backend="cpu")
-    assert np.array_equal(from_path.values, want.mask)
+    assert np.array_equal(from_path.values, want)
     assert from_path.rio.crs.to_epsg() == 32617 and tuple(from_path.rio.transform().to_gdal()) == GT
     # the result writes as a georeferenced raster
     from_path.rio.to_raster(tmp_path / "f.tif")
     with rasterio.open(tmp_path / "f.tif") as src:
-        assert src.crs.to_epsg() == 32617 and np.array_equal(src.read(1), want.mask)
+        assert src.crs.to_epsg() == 32617 and np.array_equal(src.read(1), want)
+        assert src.nodata == 255
 
 
 def test_store_path_and_geographic_refusal(tmp_path):
@@ -75,7 +84,7 @@ def test_store_path_and_geographic_refusal(tmp_path):
         dst.write(z, 1)
     store = ingest(path, tmp_path / "geo.zarr", tile=16, scheduler="threads")
     f = terrain.mst(store.path, backend="cpu")
-    assert np.array_equal(f.values, grid_mst(z, tile=16, backend="cpu").mask)
+    assert np.array_equal(f.values, with_nodata(grid_mst(z, tile=16, backend="cpu").mask, z))
     assert f.attrs["grid_mapping"] == "spatial_ref" and "WGS 84" in f.spatial_ref.attrs["crs_wkt"]
     with pytest.raises(InputError, match="geographic"):
         terrain.mst(store.path, weight="length3d", backend="cpu")

@@ -31,7 +31,13 @@ from .mst_device import (BYTES_PER_CELL, MAX_CELLS, REDUCE_BYTES_PER_CELL, fits_
                          in_core_mst)
 
 __all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "mst_walks",
-           "finish_stats", "super_tile_side", "super_tile_fits", "thread_stream", "PHASES"]
+           "finish_stats", "super_tile_side", "super_tile_fits", "thread_stream", "PHASES",
+           "MST_NODATA"]
+
+#: a nodata cell of the DEM in a forest raster for the user (the ``--geotiff`` COG, the
+#: API's DataArray): every bit set, which no cell's edges are (at most E, S, SE and SW:
+#: 15), so that nodata never reads as 0, a cell that owns no edge
+MST_NODATA = 255
 
 PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")
 IN_CORE = ("auto", True, False, "groups")

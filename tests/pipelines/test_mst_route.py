@@ -136,3 +136,43 @@ def test_dry_run_path_equals_the_gpu_run(tmp_path, capsys):
                                 scheduler=None)
         assert rc == 0, err
         assert json.loads(plan)["path"] == json.loads(ran)["path"]
+
+
+@pytest.mark.parametrize("in_core", ["auto", False])
+def test_every_route_marks_nodata_with_one_value(tmp_path, in_core):
+    """The forest raster's nodata cells on each route: the ``--geotiff`` COG (in core and
+    tiled), ``terrain.mst`` of the DEM and of the output store all hold
+    ``MST_NODATA`` (255) there and declare it (rasterio's nodata, the DataArray's
+    ``_FillValue``); elsewhere the store's bits, Kruskal's forest (the tests' oracle). The
+    API held 0 there and declared nothing."""
+    import numpy as np
+    import rasterio
+    import zarr
+
+    import terrain
+    from grids import write_asc
+    from oracles import ref_kruskal
+    from pipelines.mst import run_mst
+    from terrain.grid.mst import MST_NODATA
+
+    rng = np.random.default_rng(7)
+    z = (rng.random((20, 30)) * 100).astype(np.float32)
+    z[rng.random(z.shape) < 0.2] = np.nan
+    dem = write_asc(tmp_path / "d.asc", z)
+    out, tif = tmp_path / "f.zarr", tmp_path / "f.tif"
+    summary = run_mst(dem, out, tile=8, backend="cpu", geotiff=tif, in_core=in_core)
+    assert summary["path"] == ("in-core" if in_core == "auto" else "tiled")
+    bits = np.asarray(zarr.open_group(str(out), mode="r")["mst"][:])
+    nodata = np.isnan(z)
+    ids, _ = ref_kruskal(z)  # edge ids 4 * cell + d
+    want = np.zeros(z.size, np.uint8)
+    np.bitwise_or.at(want, ids // 4, (1 << (ids % 4)).astype(np.uint8))
+    np.testing.assert_array_equal(bits, want.reshape(z.shape))
+    with rasterio.open(tif) as src:
+        assert src.nodata == MST_NODATA == 255
+        cog = src.read(1)
+    np.testing.assert_array_equal(cog, np.where(nodata, MST_NODATA, bits))
+    for given in (dem, out):
+        da = terrain.mst(given, tile=8, backend="cpu")
+        assert da.attrs["_FillValue"] == MST_NODATA and da.dtype == np.uint8
+        np.testing.assert_array_equal(da.values, cog)
