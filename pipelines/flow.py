@@ -57,7 +57,7 @@ from ._resume import (checkpoint_at, checkpoint_folder, data_identity, drop_chec
 from .ingest import ingest_into, write_elevation
 
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
-           "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
+           "IN_CORE_BYTES", "write_flow_geotiffs"]
 
 #: layer -> (dtype, fill = nodata, Blosc (cname, level, shuffle), description); the codecs
 #: of the in-core route, whose writes are its last step: LZ4 encodes 2-3× faster than Zstd
@@ -471,18 +471,6 @@ def write_flow_geotiffs(store_path, directory, cog=True):
         layers[name] = dict(nodata=fill, description=meaning, tags=tags,
                             resampling="nearest" if name == "direction" else "average")
     return stage_geotiffs(store_path, directory, layers, cog=cog, read=read_block)
-
-
-def read_flow_store(path):
-    """``(zarr group, summary)`` of a ``flow`` output store; InputError when it is not one."""
-    p = Path(path)
-    if not is_store(p) and not (p / "zarr.json").is_file():
-        raise InputError(f"{path}: {'not a' if p.exists() else 'no such'} flow store "
-                         "(terrain flow DEM -o FLOW.zarr writes one)")
-    group = open_group(p, mode="r")
-    if "direction" not in group or not isinstance(group.attrs.get("flow"), dict):
-        raise InputError(f"{path}: not a flow store (no 'direction' layer and 'flow' summary)")
-    return group, dict(group.attrs["flow"])
 
 
 def _format_summary(s):

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.errors import InputError, naming, naming_items
-from terrain.grid.sources import resolve_sources
-from terrain.hydrology import snap_outlets, stream_links, watershed
+from terrain.errors import InputError, naming
+from terrain.hydrology import WATERSHED_MEANING, label_outlets, read_flow_store, stream_links
 from terrain.io.georef import warn_degrees
 from terrain.io.outputs import check_outputs
 from terrain.io.points import cell_centre, path_format, write_paths
@@ -25,13 +24,8 @@ from terrain.io.remote import output_at
 from terrain.io.zarr_meta import codec, open_group
 
 from ._command import print_summary
-from .flow import read_flow_store
 
 __all__ = ["run_watershed", "run_streams", "watershed_command", "streams_command"]
-
-
-#: what a watershed label means (the store's attribute, the GeoTIFF's band description)
-LABEL_MEANING = "watershed label: 1.. per outlet, 0 elsewhere, -1 nodata"
 
 
 def _geo(group, shape):
@@ -46,8 +40,6 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
     (or a raster's cells) of ``points_file``, labelled 1, 2, ... in that order; returns the
     summary."""
     out = Path(output)
-    if not (np.isfinite(snap) and snap >= 0):
-        raise InputError(f"snap distance {snap:g}: must be a number of map units >= 0")
     if out.suffix.lower() not in (".tif", ".tiff", ".zarr"):
         raise InputError(f"{output}: the labels go to a GeoTIFF (.tif) or a store (.zarr)")
     check_outputs([flow_path, points_file], [out], overwrite)
@@ -56,19 +48,8 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
         d = group["direction"][:]
         gt, crs = _geo(group, d.shape)
         warn_degrees(crs, flow_path, "so are the basins' areas and the snap distance")
-        cells, _, origins = resolve_sources(gt, d.shape, points or (), cells or (),
-                                            points_file, label=f"{flow_path}: ", crs=crs,
-                                            what="outlet")
-        if not cells:
-            raise InputError(f"{flow_path}: no outlets given")
-        if snap > 0:
-            cells = snap_outlets(group["accumulation"][:], cells, snap,
-                                 (abs(gt[1]), abs(gt[5])))
-        try:
-            with naming_items("outlet", origins, first=1):  # numbered as labelled, from 1
-                labels = watershed(d, cells)
-        except InputError as e:  # an outlet on nodata: said of the flow store
-            raise InputError(f"{flow_path}: {e}") from None
+        labels, cells = label_outlets(d, group["accumulation"], gt, crs, points, cells,
+                                      points_file, snap, where=flow_path)
         counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]
         if out.suffix.lower() == ".zarr":
             _write_store(tmp, labels, gt, crs)
@@ -93,7 +74,7 @@ def _write_tif(path, labels, gt, crs):
         store = Path(d) / "w.zarr"
         _write_store(store, labels, gt, crs)
         write_geotiff(store, "watershed", path, read=read_block, nodata=-1,
-                      description=LABEL_MEANING)
+                      description=WATERSHED_MEANING)
 
 
 def _write_store(path, labels, gt, crs):
@@ -107,7 +88,7 @@ def _write_store(path, labels, gt, crs):
     # through zarr 0.55 s and 306 MB (2-core VM)
     arr = create_layer(group, "watershed", "int32", -1, DEFAULT_TILE, labels.shape,
                        compressors=(codec("blosc", cname="lz4", clevel=5, shuffle="shuffle"),),
-                       attrs={"meaning": LABEL_MEANING})
+                       attrs={"meaning": WATERSHED_MEANING})
     mark_raster(arr, nodata=-1)  # xarray masks it
     write_block(path, "watershed", (0, labels.shape[0], 0, labels.shape[1]), labels)
     finish_store(path)

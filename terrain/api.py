@@ -37,8 +37,8 @@ from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight
 from .io.points import POINT_SUFFIXES, VECTOR_SUFFIXES, point_cells, raster_source_cells
 from .io.raster import nodata_value, warn_rounded
 
-__all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
-           "raster_like", "Georef", "MST_BITS", "CostDistance"]
+__all__ = ["mst", "cost_distance", "fill", "flow", "watershed", "bfs", "diameter", "sssp",
+           "as_dem", "raster_like", "Georef", "MST_BITS", "CostDistance"]
 
 MST_BITS = "bit d set: the forest holds the edge from this cell in direction d (1 E, 2 S, 4 SE, 8 SW)"
 
@@ -1049,6 +1049,71 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
              "flat_cells": int(d.stats["flat_cells"]),
              "max_accumulation": float(np.nanmax(acc)) if d.stats["cells"] else float("nan")}
     return xr.Dataset(layers, attrs=attrs)
+
+
+@_interrupts_as_raised
+def watershed(flow, outlets=None, *, points=None, snap=0.0):
+    """The basins of outlets: each cell labelled with the first outlet on its downstream path
+    (:func:`terrain.hydrology.watershed`), as the command line's ``watershed`` labels them.
+
+    Parameters
+    ----------
+    flow : xarray.Dataset or path
+        :func:`flow`'s Dataset (its ``direction``, and ``accumulation`` to snap), or the store
+        a flow run of the command line wrote.
+    outlets : sequence of (row, col), optional
+        Outlet cells, labelled after the map points of ``points``.
+    points : sequence of (x, y), or path, optional
+        Outlets as map points in the flow's CRS (labelled first), or a file as the command
+        line's ``--outlets``: points (CSV, GeoJSON, GeoPackage, ...; reprojected) or a raster
+        whose cells that are not nodata or 0 are outlets (labelled after the cells).
+    snap : float
+        Move each outlet to the cell of largest accumulation within this many map units of
+        its cell's centre (ArcGIS's Snap Pour Point; default 0: as given).
+
+    Returns
+    -------
+    xarray.DataArray
+        int32 ``watershed`` on the flow's grid: 1, 2, ... per outlet in the order above, 0
+        where a cell drains elsewhere, -1 at nodata (its ``_FillValue``); the outlets (after
+        snapping) in ``outlet_rows``/``outlet_cols``, each basin's cells in ``basin_cells``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = flow(np.array([[3, 2, 1], [3, 2, 1]], np.float32), filled=True, backend="cpu")
+    >>> watershed(ds, [(0, 1), (1, 2)]).values.tolist()
+    [[1, 1, 0], [2, 2, 2]]
+    """
+    from .hydrology import WATERSHED_MEANING, label_outlets, read_flow_store
+
+    if isinstance(flow, (str, os.PathLike)):
+        group, _ = read_flow_store(flow)
+        direction, accumulation = group["direction"][:], group["accumulation"]
+        gt = group.attrs.get("geotransform") or _unplaced_grid(direction.shape)
+        geo = Georef(where=str(flow), crs=group.attrs.get("crs"), geotransform=tuple(gt))
+    elif type(flow).__name__ == "Dataset" and "direction" in getattr(flow, "data_vars", ()):
+        da = flow["direction"]
+        direction, accumulation = np.asarray(da.values), flow.get("accumulation")
+        geo = Georef(_cellsize_of(da), _crs_of(da), None, da, None, "flow")
+    else:
+        raise InputError(f"flow: expected terrain.flow's Dataset or a flow store, got "
+                         f"{type(flow).__name__}")
+    if accumulation is None and snap:
+        raise InputError("flow: snapping needs its accumulation")
+    shape = direction.shape
+    gt = _geotransform(geo, shape) or _unplaced_grid(shape)
+    warn_degrees(geo.crs, geo.where, "so are the basins' areas and the snap distance")
+    given = [] if points is None or isinstance(points, (str, os.PathLike)) else points
+    labels, cells = label_outlets(
+        direction, accumulation, gt, geo.crs,
+        _listed(given, "points", "(x, y) points or a points file"),
+        [] if outlets is None else _listed(outlets, "outlets", "(row, col) cells"),
+        points if isinstance(points, (str, os.PathLike)) else None, snap, where=geo.where)
+    counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]
+    attrs = {"meaning": WATERSHED_MEANING, **_cell_columns("outlet", cells),
+             "basin_cells": counts.tolist()}
+    return raster_like(labels, geo, "watershed", attrs, -1)
 
 
 @_interrupts_as_raised

@@ -375,6 +375,11 @@ def test_dataarray_georeference_in_attributes():
      "^start_values 'yes': must be True or False"),
     (lambda z: terrain.cost_distance(z, [(0, 0)], stop_points=[(1.5, 2.5)]),
      "^dem: map points as stops need a georeferenced DEM"),
+    (lambda z: terrain.watershed(z, [(0, 0)]),
+     "^flow: expected terrain.flow's Dataset or a flow store, got ndarray"),
+    (lambda z: terrain.watershed(terrain.flow(z, backend="cpu").drop_vars("accumulation"),
+                                 [(0, 0)], snap=30),
+     "^flow: snapping needs its accumulation"),
     (lambda z: terrain.diameter(nx.path_graph(9), effective=-3),
      "^effective -3: the sources to sample"),
     # each raster named as the parameter it was given as

@@ -13,5 +13,6 @@ from .flow import (accumulation_pass as accumulation_pass, check_drained as chec
     direction_pass as direction_pass, fill_store_attrs as fill_store_attrs, flow_accumulation as flow_accumulation,
     flow_directions as flow_directions, FLOW_MEANINGS as FLOW_MEANINGS, FlowDirections as FlowDirections, FlowSpec as FlowSpec,
     forget_flat_states as forget_flat_states, group_totals as group_totals, NotFilled as NotFilled)
-from .watershed import (snap_outlets as snap_outlets, stream_links as stream_links,
-    watershed as watershed)
+from .watershed import (WATERSHED_MEANING as WATERSHED_MEANING, label_outlets as label_outlets,
+    read_flow_store as read_flow_store, snap_outlets as snap_outlets,
+    stream_links as stream_links, watershed as watershed)

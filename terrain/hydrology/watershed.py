@@ -26,10 +26,15 @@ import numpy as np
 
 from .. import native
 from ..native import address as _p
-from ..errors import InputError, warn
+from ..errors import InputError, naming_items, warn
 from ._neighbours import NB_DC, NB_DR, direction_codes
 
-__all__ = ["watershed", "snap_outlets", "stream_links", "cycle_cell"]
+__all__ = ["watershed", "snap_outlets", "stream_links", "cycle_cell", "label_outlets",
+           "read_flow_store", "WATERSHED_MEANING"]
+
+#: what a watershed label means (the store's attribute, the GeoTIFF's band description, the
+#: API's DataArray)
+WATERSHED_MEANING = "watershed label: 1.. per outlet, 0 elsewhere, -1 nodata"
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 #: the kernels of ``terrain/native/kernels.c`` (``terrain_ws_*``): C, not Numba, whose import
@@ -113,6 +118,53 @@ def _outlet_cells(outlets, R, C):
             raise InputError(f"outlet cell ({r}, {c}) is outside the grid ({R} x {C} cells)")
         cells.append((r, c))
     return cells
+
+
+def read_flow_store(path):
+    """``(zarr group, summary)`` of a flow's output store (the command line's ``flow``);
+    :class:`InputError` when it is not one."""
+    from pathlib import Path
+
+    from ..io.zarr_meta import open_group
+    from ..tiles import is_store
+    p = Path(path)
+    if not is_store(p) and not (p / "zarr.json").is_file():
+        raise InputError(f"{path}: {'not a' if p.exists() else 'no such'} flow store "
+                         "(the output store of a flow run)")
+    group = open_group(p, mode="r")
+    if "direction" not in group or not isinstance(group.attrs.get("flow"), dict):
+        raise InputError(f"{path}: not a flow store (no 'direction' layer and 'flow' summary)")
+    return group, dict(group.attrs["flow"])
+
+
+def label_outlets(direction, accumulation, geotransform, crs=None, points=(), cells=(),
+                  points_file=None, snap=0.0, where="flow"):
+    """``(labels, outlets)``: the basins of outlets given as the command line's ``watershed``
+    takes them (and :func:`terrain.watershed`): ``points`` (map X,Y), then ``cells``
+    (ROW,COL), then the points (or a raster's cells) of ``points_file``
+    (:func:`terrain.grid.sources.resolve_sources`), labelled 1, 2, ... in that order, each
+    snapped to the cell of largest ``accumulation`` within ``snap`` map units
+    (:func:`snap_outlets`; ``accumulation`` is read only then). ``where`` (the flow's name)
+    begins the errors about an outlet."""
+    from ..grid.sources import resolve_sources
+    try:
+        snap = float(snap)
+    except (TypeError, ValueError):
+        snap = float("nan")
+    if not (np.isfinite(snap) and snap >= 0):
+        raise InputError(f"snap distance {snap:g}: must be a number of map units >= 0")
+    shape = np.shape(direction)
+    gt = [float(v) for v in geotransform]
+    found, _, origins = resolve_sources(gt, shape, points or (), cells or (), points_file,
+                                        label=f"{where}: ", crs=crs, what="outlet")
+    if snap > 0:
+        found = snap_outlets(accumulation[:], found, snap, (abs(gt[1]), abs(gt[5])))
+    try:
+        with naming_items("outlet", origins, first=1):  # numbered as labelled, from 1
+            labels = watershed(direction, found)
+    except InputError as e:  # an outlet on nodata: said of the flow
+        raise InputError(f"{where}: {e}") from None
+    return labels, found
 
 
 def snap_outlets(accumulation, outlets, radius, cellsize=(1.0, 1.0)):

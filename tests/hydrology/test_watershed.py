@@ -485,3 +485,46 @@ def test_a_stream_that_ends_above_its_outlet_is_no_outlets_link():
     assert link["cells"] == [(0, 0), (0, 1)] and link["outlet"] is False
     (whole,) = stream_links(d, flow_accumulation(d, backend="cpu"), 1)
     assert whole["cells"][-1] == (0, 4) and whole["outlet"] is True
+
+
+def test_the_api_watershed_is_the_commands(utm_flow, tmp_path, capsys):
+    """``terrain.watershed`` of the flow store, and of :func:`terrain.flow`'s Dataset, labels
+    as ``terrain watershed`` does: map points, then cells, snapped alike; a file of points
+    as ``--outlets``. Oracle: each cell's D8 path walked down to its first outlet."""
+    import rasterio
+    import zarr
+
+    import terrain
+    g = zarr.open_group(str(utm_flow), mode="r")
+    d, acc = g["direction"][:], g["accumulation"][:]
+    r, c = np.unravel_index(np.nanargmax(acc), acc.shape)
+    x, y = GT[0] + (c + 1.5) * 30, GT[3] - (r + 0.5) * 30  # a cell off the largest: snapped
+    csv = tmp_path / "o.csv"
+    csv.write_text(f"x,y\n{GT[0] + 20.5 * 30},{GT[3] - 30.5 * 30}\n")
+    ds = terrain.flow(tmp_path / "f.tif", filled=True, backend="cpu")
+    np.testing.assert_array_equal(ds.direction.values, d)
+    for name, cli, api in (
+            ("a", ["--outlet", f"{x},{y}", "--outlet-cell", "10,10", "--snap", "45"],
+             dict(outlets=[(10, 10)], points=[(x, y)], snap=45)),
+            ("b", ["--outlets", csv], dict(points=csv))):
+        rc, out, err = run_main(capsys, "watershed", utm_flow, *cli, "-o",
+                                tmp_path / f"{name}.tif", "--json", scheduler=None)
+        assert rc == 0, err
+        said = [(o["row"], o["col"]) for o in json.loads(out)["outlets"]]
+        with rasterio.open(tmp_path / f"{name}.tif") as src:
+            want = src.read(1)
+        for given in (utm_flow, ds):
+            got = terrain.watershed(given, **api)
+            assert list(zip(got.attrs["outlet_rows"], got.attrs["outlet_cols"])) == said
+            assert got.dtype == np.int32 and got.attrs["_FillValue"] == -1
+            np.testing.assert_array_equal(got.values, want)
+            assert got.attrs["basin_cells"] == [int((want == n).sum())
+                                                for n in range(1, len(said) + 1)]
+        label = {cell: n for n, cell in reversed(list(enumerate(said, start=1)))}
+        walked = np.full(d.shape, -1, np.int32)
+        for i, j in zip(*np.nonzero(d != 255)):
+            walked[i, j] = next((label[p] for p in _path(d, i, j) if p in label), 0)
+        np.testing.assert_array_equal(want, walked)
+        # snapped within 45 m (the 3 x 3 cells around; the largest first in row order)
+        k = int(np.nanargmax(acc[9:12, 9:12]))
+        assert said == ([(r, c), (9 + k // 3, 9 + k % 3)] if name == "a" else [(30, 20)])
