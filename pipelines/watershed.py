@@ -10,13 +10,12 @@ for a DEM without a CRS), a GeoPackage or FlatGeobuf keeps the DEM's CRS exactly
 docs/hydrology.md, "Watersheds and streams".
 """
 
-import math
 from pathlib import Path
 
 import numpy as np
 
 from terrain.errors import InputError, naming
-from terrain.hydrology import WATERSHED_MEANING, label_outlets, read_flow_store, stream_links
+from terrain.hydrology import WATERSHED_MEANING, label_outlets, read_flow_store, stream_lines
 from terrain.io.georef import warn_degrees
 from terrain.io.outputs import check_outputs
 from terrain.io.points import cell_centre, path_format, write_paths
@@ -110,20 +109,7 @@ def run_streams(flow_path, output, threshold, overwrite=False):
         gt, crs = _geo(group, d.shape)
         fmt = path_format(out, crs, "streams")
         warn_degrees(crs, flow_path, "so are the links' lengths")
-        try:
-            links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
-        except InputError as e:  # a damaged direction layer: said of the flow store
-            raise InputError(f"{flow_path}: {e}") from None
-        lines, props = [], []
-        for link in links:
-            xy = [cell_centre(r, c, gt) for r, c in link["cells"]]
-            if len(xy) == 1:  # a LineString needs two distinct points (OGC): a link of one
-                (r, c), (dr, dc) = link["cells"][0], link["exit"]  # cell runs to the side
-                xy.append(cell_centre(r + dr / 2, c + dc / 2, gt))  # its water leaves by
-            lines.append(xy)
-            props.append({"order": link["order"], "upstream": link["upstream"],
-                          "outlet": link["outlet"], "cells": len(link["cells"]),
-                          "length": sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))})
+        lines, props = stream_lines(d, group["accumulation"], threshold, gt, where=flow_path)
         write_paths(tmp, lines, props, crs=crs, fmt=fmt, what="streams", layer="streams",
                     name=out, fields=STREAM_FIELDS)
     note = ("longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS" if crs

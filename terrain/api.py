@@ -37,8 +37,8 @@ from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight
 from .io.points import POINT_SUFFIXES, VECTOR_SUFFIXES, point_cells, raster_source_cells
 from .io.raster import nodata_value, warn_rounded
 
-__all__ = ["mst", "cost_distance", "fill", "flow", "watershed", "bfs", "diameter", "sssp",
-           "as_dem", "raster_like", "Georef", "MST_BITS", "CostDistance"]
+__all__ = ["mst", "cost_distance", "fill", "flow", "watershed", "streams", "bfs", "diameter",
+           "sssp", "as_dem", "raster_like", "Georef", "MST_BITS", "CostDistance"]
 
 MST_BITS = "bit d set: the forest holds the edge from this cell in direction d (1 E, 2 S, 4 SE, 8 SW)"
 
@@ -1085,8 +1085,27 @@ def watershed(flow, outlets=None, *, points=None, snap=0.0):
     >>> watershed(ds, [(0, 1), (1, 2)]).values.tolist()
     [[1, 1, 0], [2, 2, 2]]
     """
-    from .hydrology import WATERSHED_MEANING, label_outlets, read_flow_store
+    from .hydrology import WATERSHED_MEANING, label_outlets
 
+    direction, accumulation, geo, gt = _flow_input(flow, "snapping" if snap else None)
+    warn_degrees(geo.crs, geo.where, "so are the basins' areas and the snap distance")
+    given = [] if points is None or isinstance(points, (str, os.PathLike)) else points
+    labels, cells = label_outlets(
+        direction, accumulation, gt, geo.crs,
+        _listed(given, "points", "(x, y) points or a points file"),
+        [] if outlets is None else _listed(outlets, "outlets", "(row, col) cells"),
+        points if isinstance(points, (str, os.PathLike)) else None, snap, where=geo.where)
+    counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]
+    attrs = {"meaning": WATERSHED_MEANING, **_cell_columns("outlet", cells),
+             "basin_cells": counts.tolist()}
+    return raster_like(labels, geo, "watershed", attrs, -1)
+
+
+def _flow_input(flow, needs_accumulation=None):
+    """``(direction, accumulation, Georef, geotransform)`` of :func:`flow`'s Dataset or a
+    flow store (the accumulation as it is held: read when used); ``needs_accumulation``
+    (what needs it) refuses a Dataset without one."""
+    from .hydrology import read_flow_store
     if isinstance(flow, (str, os.PathLike)):
         group, _ = read_flow_store(flow)
         direction, accumulation = group["direction"][:], group["accumulation"]
@@ -1099,21 +1118,47 @@ def watershed(flow, outlets=None, *, points=None, snap=0.0):
     else:
         raise InputError(f"flow: expected terrain.flow's Dataset or a flow store, got "
                          f"{type(flow).__name__}")
-    if accumulation is None and snap:
-        raise InputError("flow: snapping needs its accumulation")
-    shape = direction.shape
-    gt = _geotransform(geo, shape) or _unplaced_grid(shape)
-    warn_degrees(geo.crs, geo.where, "so are the basins' areas and the snap distance")
-    given = [] if points is None or isinstance(points, (str, os.PathLike)) else points
-    labels, cells = label_outlets(
-        direction, accumulation, gt, geo.crs,
-        _listed(given, "points", "(x, y) points or a points file"),
-        [] if outlets is None else _listed(outlets, "outlets", "(row, col) cells"),
-        points if isinstance(points, (str, os.PathLike)) else None, snap, where=geo.where)
-    counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]
-    attrs = {"meaning": WATERSHED_MEANING, **_cell_columns("outlet", cells),
-             "basin_cells": counts.tolist()}
-    return raster_like(labels, geo, "watershed", attrs, -1)
+    if accumulation is None and needs_accumulation:
+        raise InputError(f"flow: {needs_accumulation} needs its accumulation")
+    return direction, accumulation, geo, (_geotransform(geo, direction.shape)
+                                          or _unplaced_grid(direction.shape))
+
+
+@_interrupts_as_raised
+def streams(flow, threshold):
+    """The stream network: cells of accumulation >= ``threshold``, one line a link (a source
+    or confluence down to the next confluence or an outlet) with its Strahler order, as the
+    command line's ``streams`` writes them (:func:`terrain.hydrology.stream_lines`).
+
+    Parameters
+    ----------
+    flow : xarray.Dataset or path
+        :func:`flow`'s Dataset (its ``direction`` and ``accumulation``), or the store a flow
+        run of the command line wrote.
+    threshold : float
+        A cell is on a stream when its accumulation is at least this (> 0).
+
+    Returns
+    -------
+    list of dict
+        One a link, in the command's order: ``coords`` (map ``(x, y)`` in the flow's CRS,
+        through the cells' centres), ``order`` (Strahler), ``upstream`` (accumulation at its
+        last cell), ``outlet`` (it ends at an outlet), ``cells``, ``length`` (map units).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = flow(np.array([[3, 2, 1]], np.float32), filled=True, backend="cpu")
+    >>> [(s["coords"], s["order"], s["cells"]) for s in streams(ds, 2)]
+    [([(1.5, 0.5), (2.5, 0.5)], 1, 2)]
+    """
+    from .hydrology import stream_lines
+
+    direction, accumulation, geo, gt = _flow_input(flow, "a stream network")
+    warn_degrees(geo.crs, geo.where, "so are the links' lengths")
+    lines, props = stream_lines(direction, accumulation, threshold, gt, where=geo.where)
+    return [{"coords": [tuple(float(v) for v in p) for p in xy], **prop}
+            for xy, prop in zip(lines, props)]
 
 
 @_interrupts_as_raised

@@ -15,4 +15,4 @@ from .flow import (accumulation_pass as accumulation_pass, check_drained as chec
     forget_flat_states as forget_flat_states, group_totals as group_totals, NotFilled as NotFilled)
 from .watershed import (WATERSHED_MEANING as WATERSHED_MEANING, label_outlets as label_outlets,
     read_flow_store as read_flow_store, snap_outlets as snap_outlets,
-    stream_links as stream_links, watershed as watershed)
+    stream_lines as stream_lines, stream_links as stream_links, watershed as watershed)

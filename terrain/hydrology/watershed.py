@@ -30,7 +30,7 @@ from ..errors import InputError, naming_items, warn
 from ._neighbours import NB_DC, NB_DR, direction_codes
 
 __all__ = ["watershed", "snap_outlets", "stream_links", "cycle_cell", "label_outlets",
-           "read_flow_store", "WATERSHED_MEANING"]
+           "read_flow_store", "stream_lines", "WATERSHED_MEANING"]
 
 #: what a watershed label means (the store's attribute, the GeoTIFF's band description, the
 #: API's DataArray)
@@ -165,6 +165,33 @@ def label_outlets(direction, accumulation, geotransform, crs=None, points=(), ce
     except InputError as e:  # an outlet on nodata: said of the flow
         raise InputError(f"{where}: {e}") from None
     return labels, found
+
+
+def stream_lines(direction, accumulation, threshold, geotransform, where="flow"):
+    """``(lines, properties)`` of the stream links (:func:`stream_links`) as the command
+    line's ``streams`` writes them: each a list of map ``(x, y)`` through its cells'
+    centres (a link of one cell runs on to the side its water leaves by, half a cell: a line
+    needs two points), and its ``order``, ``upstream``, ``outlet``, ``cells`` and ``length``
+    (map units). ``where`` (the flow's name) begins the errors."""
+    import math
+
+    from ..io.points import cell_centre
+    gt = [float(v) for v in geotransform]
+    try:
+        links = stream_links(direction, accumulation, threshold)  # read a band at a time
+    except InputError as e:  # a damaged direction layer: said of the flow
+        raise InputError(f"{where}: {e}") from None
+    lines, props = [], []
+    for link in links:
+        xy = [cell_centre(r, c, gt) for r, c in link["cells"]]
+        if len(xy) == 1:  # a LineString needs two distinct points (OGC): a link of one
+            (r, c), (dr, dc) = link["cells"][0], link["exit"]  # cell runs to the side
+            xy.append(cell_centre(r + dr / 2, c + dc / 2, gt))  # its water leaves by
+        lines.append(xy)
+        props.append({"order": link["order"], "upstream": link["upstream"],
+                      "outlet": link["outlet"], "cells": len(link["cells"]),
+                      "length": sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))})
+    return lines, props
 
 
 def snap_outlets(accumulation, outlets, radius, cellsize=(1.0, 1.0)):

@@ -528,3 +528,39 @@ def test_the_api_watershed_is_the_commands(utm_flow, tmp_path, capsys):
         # snapped within 45 m (the 3 x 3 cells around; the largest first in row order)
         k = int(np.nanargmax(acc[9:12, 9:12]))
         assert said == ([(r, c), (9 + k // 3, 9 + k % 3)] if name == "a" else [(30, 20)])
+
+
+def test_the_api_streams_are_the_commands(utm_flow, tmp_path, capsys):
+    """``terrain.streams`` of the flow store, and of :func:`terrain.flow`'s Dataset: the
+    lines and fields that ``terrain streams`` writes to a GeoPackage (read back by
+    pyogrio, its WKB unpacked here), in the DEM's CRS. Oracle for the order: the networkx
+    Strahler test above; here each line's length is the sum of its steps."""
+    import struct
+
+    from pyogrio.raw import read
+
+    import terrain
+    rc, _, err = run_main(capsys, "streams", utm_flow, "--threshold", "20", "-o",
+                          tmp_path / "s.gpkg", scheduler=None)
+    assert rc == 0, err
+    meta, _, geometry, values = read(tmp_path / "s.gpkg")
+    fields = dict(zip(meta["fields"], values))
+    lines = []
+    for wkb in geometry:
+        wkb = bytes(wkb)
+        (n,) = struct.unpack_from("<I", wkb, 5)
+        assert wkb[0] == 1 and struct.unpack_from("<I", wkb, 1)[0] == 2  # a LineString
+        lines.append(np.frombuffer(wkb, "<f8", 2 * n, 9).reshape(n, 2))
+    ds = terrain.flow(tmp_path / "f.tif", filled=True, backend="cpu")
+    for given in (utm_flow, ds):
+        got = terrain.streams(given, 20)
+        assert len(got) == len(lines) > 3
+        for i, s in enumerate(got):
+            np.testing.assert_array_equal(np.array(s["coords"]), lines[i])
+            for name in ("order", "upstream", "outlet", "cells", "length"):
+                assert s[name] == fields[name][i], (i, name)
+            steps = np.diff(np.array(s["coords"]), axis=0)
+            assert np.isclose(s["length"], np.hypot(*steps.T).sum(), rtol=1e-12)
+    with pytest.raises(terrain.InputError, match="^flow: a stream network needs its "
+                                                 "accumulation"):
+        terrain.streams(ds.drop_vars("accumulation"), 20)
