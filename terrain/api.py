@@ -8,7 +8,8 @@ transform from its coordinates (else its grid mapping's), CF's ``scale_factor``/
 algorithms hold the grid; out of core is the command line's); or a path: a tile store or
 any grid :func:`terrain.io.open_grid` reads.
 They return xarray objects (:func:`cost_distance`: NumPy arrays unless the input is xarray)
-on the same grid (coordinates and CRS) with the result's summary in the attributes. Graph
+on the same grid (coordinates and CRS) with the result's summary in the attributes.
+:func:`watershed` and :func:`streams` take :func:`flow`'s Dataset or a flow store. Graph
 operations (:func:`bfs`, :func:`diameter`, :func:`sssp`) take what
 :func:`terrain.graph.as_graph` takes. :func:`as_dem` and :func:`raster_like` are the seam
 for further raster operations.
