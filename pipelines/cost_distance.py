@@ -311,8 +311,8 @@ def _check_stops(spec, given, label):
 
 
 def _stop_cells(spec, gt, points, cells, path, label, crs):
-    """``(cells, origins)`` of the stops (:func:`terrain.grid.sources.resolve_sources`), the cells put in
-    ``spec``; ``([], [])`` without any."""
+    """``(cells, origins)`` of the stops (:func:`terrain.grid.sources.resolve_sources`), the
+    cells put in ``spec``; ``([], [])`` without any."""
     _check_stops(spec, points or cells or path, label)
     if not (points or cells or path):
         return [], []

@@ -883,9 +883,9 @@ def _valued_sources(raster, cells, start_cost, z, geo):
                                  f"the DEM {z.shape[0]} x {z.shape[1]}")
             rgt, crs = gt or _unplaced_grid(z.shape), geo.crs
         raster = SourceRaster(values, rgt, crs, rgeo.where)
-    return resolve_sources(gt or _unplaced_grid(z.shape), z.shape, cells=cells, sources_file=raster,
-                           label=f"{geo.where}: ", crs=geo.crs, start_cost=spent,
-                           start_values=True)
+    return resolve_sources(gt or _unplaced_grid(z.shape), z.shape, cells=cells,
+                           sources_file=raster, label=f"{geo.where}: ", crs=geo.crs,
+                           start_cost=spent, start_values=True)
 
 
 def _unplaced_grid(shape):
