@@ -422,13 +422,27 @@ def _previous(outdir):
             for row in rows if isinstance(row, dict) and "input" in row}
 
 
-def _owners(previous):
+def _listed(outdir):
+    """``exists(path)``, answering for the entries of OUTDIR from one listing of it made
+    now (a stat a file and row made a batch of thousands of files list the folder's inode
+    table as often), for other paths by a look-up."""
+    with os.scandir(outdir) as entries:
+        names = {entry.name for entry in entries}
+    folders = {Path(outdir), real_path(outdir)}
+
+    def exists(path):
+        path = Path(path)
+        return path.name in names if path.parent in folders else path.exists()
+    return exists
+
+
+def _owners(previous, exists):
     """output path -> the resolved input whose result it holds, by the earlier manifests."""
     out = {}
     for row in previous.values():
         output = row.get("real_output") or row.get("output")
         source = row.get("real_input") or row.get("input")
-        if _made_output(row) and output and Path(output).exists():
+        if _made_output(row) and output and exists(output):
             out[str(real_path(output))] = source
     return out
 
@@ -589,12 +603,12 @@ def _damage(out):
     return ""
 
 
-def _not_yet(previous, inp, out):
+def _not_yet(previous, inp, out, exists):
     """The manifest's row of a file this batch has not reached yet: the earlier batch's, as
     long as the output it made is there (an interrupted batch leaves it, so that a rerun
     skips the file), else ``pending``."""
     before = previous.get(str(real_path(inp)), {})
-    if _made_output(before) and out.exists() and \
+    if _made_output(before) and exists(out) and \
             (before.get("real_output") or before.get("output")) == str(real_path(out)):
         return before
     return {"input": str(inp), "output": str(out), "status": "pending", "seconds": None,
@@ -605,30 +619,36 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, e
                t_batch):
     """:func:`run_batch`'s loop over the files, with the folder locked."""
     previous = _previous(outdir)
-    owners = _owners(previous)
+    exists = _listed(outdir)  # each file's output is its own: as it was before any ran
+    owners = _owners(previous, exists)
     mine = {str(real_path(f)) for f in files}
     earlier = [row for row in previous.values()
                if (row.get("real_input") or row.get("input")) not in mine
                and _made_output(row)
-               and Path(row.get("real_output") or row.get("output") or "").exists()]
+               and exists(row.get("real_output") or row.get("output") or "")]
     # every file recorded before the first starts: a batch killed in it leaves its manifest
     manifest = _Manifest(outdir, command,
-                         [_not_yet(previous, f, o) for f, o in zip(files, outputs)], earlier)
+                         [_not_yet(previous, f, o, exists) for f, o in zip(files, outputs)],
+                         earlier)
     try:
         rows = _run_each(command, runner, files, outputs, args, inner, progress, explain,
-                         previous, owners, manifest)
+                         previous, owners, manifest, exists)
     finally:
         manifest.close()
     failed = sum(r["status"] == "failed" for r in rows)
-    progress(f"batch {command}: {len(rows) - failed} of {len(rows)} done, {failed} failed, "
-             f"in {time.perf_counter() - t_batch:.2f} s; manifest {outdir / 'manifest.json'}")
+    # a rerun's count of done files is mostly the earlier runs' work: said apart
+    skipped = sum(r["status"] == "skipped" for r in rows)
+    earlier_done = f" ({skipped} by an earlier run)" if skipped else ""
+    progress(f"batch {command}: {len(rows) - failed} of {len(rows)} done{earlier_done}, "
+             f"{failed} failed, in {time.perf_counter() - t_batch:.2f} s; manifest "
+             f"{outdir / 'manifest.json'}")
     return rows
 
 
 def _run_each(command, runner, files, outputs, args, inner, progress, explain, previous,
-              owners, manifest):
+              owners, manifest, exists):
     """:func:`_run_files`'s files, one after the other, each row in ``manifest`` as it
-    finishes; returns the rows."""
+    finishes; returns the rows. ``exists``: :func:`_listed` of OUTDIR."""
     rows = []
     for n, (inp, out) in enumerate(zip(files, outputs), 1):
         ident = list(input_identity(inp))
@@ -647,7 +667,7 @@ def _run_each(command, runner, files, outputs, args, inner, progress, explain, p
         elif (not args.overwrite and _made_output(before)
                 and before.get("identity") == ident and before.get("params") == params
                 and (before.get("real_output") or before.get("output")) == row["real_output"]
-                and out.exists()):
+                and exists(out)):
             damage = _damage(out)
             if damage:  # said, not skipped as done (nor replaced without --overwrite)
                 said = InputError(f"{damage}: overwrite redoes it", option="overwrite")

@@ -358,9 +358,29 @@ def _remove(path):
 DISCARD_WAIT = 0.2
 
 
-def _trash(target):
-    """The replaced outputs beside ``target`` on their way out (``.NAME.trash-HEX``)."""
-    return sorted(target.parent.glob(f".{target.name}.trash-*"))
+#: the kinds of leftovers beside an output (``.NAME.KIND-KEY``) that :func:`_leftovers` lists:
+#: a partial output, a replaced one on its way out, one a swap killed between its renames left
+LEFTOVER_KINDS = ("partial", "trash", "old")
+
+
+def _leftovers(target):
+    """``{kind: [paths]}`` of the leftovers beside ``target`` (:data:`LEFTOVER_KINDS`),
+    sorted, from one listing of its folder: a batch writes thousands of outputs into one
+    folder, where a glob a kind made three listings of all of them a file."""
+    target = Path(target)
+    parent = target.parent if str(target.parent) else Path(".")
+    found = {kind: [] for kind in LEFTOVER_KINDS}
+    prefix = f".{target.name}."
+    try:
+        with os.scandir(parent) as entries:
+            for entry in entries:
+                if entry.name.startswith(prefix):
+                    kind, dash, _ = entry.name[len(prefix):].partition("-")
+                    if dash and kind in found:
+                        found[kind].append(parent / entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return {kind: sorted(paths) for kind, paths in found.items()}
 
 
 def _discard(path, target):
@@ -461,11 +481,7 @@ def _surrogates(text):
 
 def stale_partials(target):
     """Partial outputs beside ``target`` left by earlier runs."""
-    target = Path(target)
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        return []
-    return sorted(parent.glob(f".{target.name}.partial-*"))
+    return _leftovers(target)["partial"]
 
 
 @contextlib.contextmanager
@@ -865,11 +881,13 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     target = write_path(given)
     tmp = partial_path(target, key)
     with _SPARES.held(), hold_lock(target) as folder, _staging(companions, notify):
-        if _finish_swaps(target, given, notify) and not overwrite:
+        left = _leftovers(target)
+        if _finish_swaps(target, given, notify, left["old"]) and not overwrite:
             _check_replaceable(given, target, overwrite)  # there again: as if it never went
-        for trash in _trash(target):  # a removal that did not finish (its process killed)
+        for trash in left["trash"]:  # a removal that did not finish (its process killed)
             _discard(trash, target)
-        stale_ones = stale_partials(target)
+        # less a partial a finished swap put in place
+        stale_ones = [p for p in left["partial"] if not left["old"] or os.path.lexists(p)]
         if resume and stale_ones and tmp not in stale_ones:
             # the key hashes the inputs' identity and the parameters: which one differs is
             # not recorded, and the user asked to keep the work, not to start over
@@ -950,12 +968,13 @@ def _umask():
         return mask
 
 
-def _finish_swaps(target, given, notify):
+def _finish_swaps(target, given, notify, olds=None):
     """Finish the swaps (old to ``.NAME.old-KEY``, partial to ``NAME``) of runs killed
     between the two renames: the whole partial goes into place, else the old output comes
-    back; never is the only good copy removed. True when the output is back."""
+    back; never is the only good copy removed. True when the output is back. ``olds``: the
+    ``.NAME.old-KEY`` there (:func:`_leftovers`), else listed here."""
     back = False
-    for old in sorted(target.parent.glob(f".{target.name}.old-*")):
+    for old in _leftovers(target)["old"] if olds is None else olds:
         new = target.with_name(f".{target.name}.partial-{old.name.rsplit('-', 1)[1]}")
         if target.exists() or target.is_symlink():
             _remove(old)

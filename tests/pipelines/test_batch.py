@@ -813,3 +813,52 @@ def test_batch_checks_its_output_folder_before_it_starts_a_scheduler(tmp_path, m
         batch.run_batch("ingest", [str(SAMPLE)], tmp_path / "bo",
                         Namespace(tile=64, overwrite=False), scheduler="local")
     assert started == [] and list(tmp_path.iterdir()) == []
+
+
+def _listings_of(outdir, monkeypatch):
+    """The listings of ``outdir`` made from now on (``os.scandir``, which ``glob`` and
+    ``Path.glob`` list a folder by too), as a list that grows."""
+    listed, scandir = [], os.scandir
+
+    def counting(path="."):
+        if not isinstance(path, int) and Path(path).resolve() == outdir.resolve():
+            listed.append(path)
+        return scandir(path)
+    monkeypatch.setattr(os, "scandir", counting)
+    return listed
+
+
+def test_a_batch_lists_its_output_folder_once_a_file(tmp_path, monkeypatch):
+    """Each file's run looked for its leftovers (partials, replaced outputs, unfinished
+    swaps) with a glob a kind, and the batch for each output with a stat: three listings of
+    the whole folder a file, quadratic in a batch of thousands. One listing a file now, and
+    a rerun that skips every file lists it as often whatever their number; its summary says
+    how many an earlier run did."""
+    import pipelines.batch as batch
+    from argparse import Namespace
+    from terrain.io import write_synth
+    monkeypatch.setattr(batch, "REWRITE_RATIO", 10**9)  # the manifest written twice only
+    for i in range(6):
+        write_synth(tmp_path / f"g{i}.asc", 20, 30, seed=i)
+    counts, reruns = {}, {}
+    for n in (3, 6):
+        out = tmp_path / f"out{n}"
+        out.mkdir()
+        args = Namespace(tile=16, overwrite=False)
+        inputs = [str(tmp_path / f"g{i}.asc") for i in range(n)]
+        listed = _listings_of(out, monkeypatch)
+        rows = batch.run_batch("ingest", inputs, out, args, "synchronous", lambda m: None)
+        assert [r["status"] for r in rows] == ["done"] * n
+        counts[n] = len(listed)
+        listed.clear()
+        said = []
+        rows = batch.run_batch("ingest", inputs, out, args, "synchronous", said.append)
+        assert [r["status"] for r in rows] == ["skipped"] * n
+        reruns[n] = len(listed)
+        assert said[-1].startswith(f"batch ingest: {n} of {n} done ({n} by an earlier run), "
+                                   "0 failed, in "), said[-1]
+    assert counts[6] - counts[3] == 3, counts  # one listing a file
+    assert reruns[6] == reruns[3], reruns
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "out6").iterdir()) == sorted(
+        [f"g{i}.zarr" for i in range(6)] + ["manifest.csv", "manifest.json"])
