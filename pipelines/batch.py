@@ -33,7 +33,8 @@ from terrain.errors import InputError, cannot_read
 from terrain.grid.edges import check_connectivity
 from terrain.tiles.store import check_tile_size, is_store
 
-from .cluster import LOCAL_SCHEDULERS, check_inputs_on_workers, open_scheduler, remote_input
+from .cluster import (LOCAL_SCHEDULERS, check_inputs_on_workers, one_cluster, open_scheduler,
+                      remote_input)
 
 __all__ = ["RUNNERS", "expand_inputs", "run_batch", "batch_command"]
 
@@ -532,9 +533,9 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say, expla
         # rewrite each other's manifest
         with hold_lock(outdir / "batch", "another terrain batch is writing into this "
                                          "folder", shown=outdir), \
-                open_scheduler(scheduler, cells=None if scheduler else _largest_cells(files)):
-            return _run_files(command, runner, files, outputs, outdir, args, inner,
-                              progress, explain, t_batch)
+                _file_schedulers(scheduler) as scheduler_for:
+            return _run_files(command, runner, files, outputs, outdir, args,
+                              (inner, scheduler_for), progress, explain, t_batch)
     except BaseException:
         for d in made:
             if d.is_dir() and not any(d.iterdir()):  # a folder of ours with nothing in it
@@ -542,31 +543,37 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say, expla
         raise
 
 
-def _largest_cells(files):
-    """The cells of the batch's largest grid (headers read), or None when one is larger than
-    :data:`pipelines.cluster.DASHBOARD_MIN_CELLS` (a file its reader refuses does no work:
-    its run says why). The default scheduler then follows the largest file as a command of
-    one file would: a batch of small grids runs on threads, where a cluster's start and its
-    per-task overhead cost 1000 grids of 20 x 20 58 s against 31 (docs/performance.md,
-    "batch of many small files")."""
+@contextlib.contextmanager
+def _file_schedulers(scheduler):
+    """``scheduler_for(input)``, a context manager around a file's run. A ``scheduler``
+    given is opened once for the batch; by default each file gets the scheduler its grid
+    would have alone, as a command of one file would (:func:`_cells`): a small grid runs on
+    threads, where a cluster's start and its per-task overhead cost 1000 grids of 20 x 20
+    58 s against 31 (docs/performance.md, "batch of many small files"), a large one on the
+    in-process cluster, started once for the batch (:func:`pipelines.cluster.one_cluster`)."""
+    if scheduler is not None:
+        with open_scheduler(scheduler):
+            yield lambda inp: contextlib.nullcontext()
+        return
+    with one_cluster() as scheduler_for:
+        yield lambda inp: scheduler_for(_cells(inp))
+
+
+def _cells(inp):
+    """The cells of the grid ``inp`` (its header read); 0 for a file its reader refuses,
+    which does no work (its run says why)."""
     import warnings
 
     from terrain.errors import TerrainWarning
 
     from ._command import open_input
-    from .cluster import DASHBOARD_MIN_CELLS
-    largest = 0
-    with warnings.catch_warnings():  # a file's own run warns what its header holds
+    with warnings.catch_warnings():  # the file's own run warns what its header holds
         warnings.simplefilter("ignore", TerrainWarning)
-        for f in files:
-            try:
-                rows, cols = open_input(f, tile_count=False).shape
-            except InputError:
-                continue
-            largest = max(largest, rows * cols)
-            if largest > DASHBOARD_MIN_CELLS:
-                return None
-    return largest
+        try:
+            rows, cols = open_input(inp, tile_count=False).shape
+        except InputError:
+            return 0
+    return rows * cols
 
 
 def _made_output(row):
@@ -615,9 +622,10 @@ def _not_yet(previous, inp, out, exists):
             "error": ""}
 
 
-def _run_files(command, runner, files, outputs, outdir, args, inner, progress, explain,
+def _run_files(command, runner, files, outputs, outdir, args, schedulers, progress, explain,
                t_batch):
-    """:func:`run_batch`'s loop over the files, with the folder locked."""
+    """:func:`run_batch`'s loop over the files, with the folder locked. ``schedulers``: the
+    scheduler passed to each run, and ``scheduler_for(input)`` (:func:`_file_schedulers`)."""
     previous = _previous(outdir)
     exists = _listed(outdir)  # each file's output is its own: as it was before any ran
     owners = _owners(previous, exists)
@@ -631,8 +639,8 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, e
                          [_not_yet(previous, f, o, exists) for f, o in zip(files, outputs)],
                          earlier)
     try:
-        rows = _run_each(command, runner, files, outputs, args, inner, progress, explain,
-                         previous, owners, manifest, exists)
+        rows = _run_each(command, runner, files, outputs, args, schedulers, progress,
+                         explain, previous, owners, manifest, exists)
     finally:
         manifest.close()
     failed = sum(r["status"] == "failed" for r in rows)
@@ -645,10 +653,11 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, e
     return rows
 
 
-def _run_each(command, runner, files, outputs, args, inner, progress, explain, previous,
+def _run_each(command, runner, files, outputs, args, schedulers, progress, explain, previous,
               owners, manifest, exists):
     """:func:`_run_files`'s files, one after the other, each row in ``manifest`` as it
     finishes; returns the rows. ``exists``: :func:`_listed` of OUTDIR."""
+    inner, scheduler_for = schedulers
     rows = []
     for n, (inp, out) in enumerate(zip(files, outputs), 1):
         ident = list(input_identity(inp))
@@ -685,9 +694,11 @@ def _run_each(command, runner, files, outputs, args, inner, progress, explain, p
                 # a cluster given by address: its workers read the files at their absolute
                 # paths, checked to be the bytes seen here (else a worker in another folder
                 # reads a same-named file of its own)
-                check_inputs_on_workers([inp, *(_per_file(getattr(args, name, None), inp)
-                                                for name in ("friction", "sources", "stops"))])
-                summary = runner(remote_input(inp), out, args, inner)
+                with scheduler_for(inp):
+                    check_inputs_on_workers([inp, *(_per_file(getattr(args, name, None), inp)
+                                                    for name in ("friction", "sources",
+                                                                 "stops"))])
+                    summary = runner(remote_input(inp), out, args, inner)
                 row.update(status="done", error="", summary=summary)
             except OutputExists as e:  # not skipped: say what differs from the earlier run
                 row.update(status="failed",

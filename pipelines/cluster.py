@@ -21,7 +21,7 @@ import warnings
 from terrain import native
 from terrain.errors import InputError
 
-__all__ = ["open_scheduler", "compute", "call", "run_as_completed", "LOCAL_SCHEDULERS",
+__all__ = ["open_scheduler", "one_cluster", "compute", "call", "run_as_completed", "LOCAL_SCHEDULERS",
            "LOCAL_CLUSTER",
            "SchedulerLost", "WorkersLost", "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
@@ -259,6 +259,41 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
         # (a notebook's, a service's) goes on
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+@contextlib.contextmanager
+def one_cluster():
+    """For many jobs run one after the other on the default scheduler (a batch's files):
+    yields ``scheduler_for(cells)``, a context manager making active the scheduler a job of
+    ``cells`` cells would have alone (:func:`open_scheduler`'s rule: ``threads`` up to
+    :data:`DASHBOARD_MIN_CELLS`, else the in-process LocalCluster). The cluster is started by
+    the first job that needs it and kept for the rest, its start paid once; a job on threads
+    meanwhile runs beside it, not on it. A cluster already active in this process (a
+    caller's) serves every job."""
+    if _client() is not None:
+        @contextlib.contextmanager
+        def callers(cells):
+            yield _client()
+        yield callers
+        return
+    with contextlib.ExitStack() as kept:
+        started = []
+
+        @contextlib.contextmanager
+        def scheduler_for(cells):
+            global _active
+            if cells is not None and cells <= DASHBOARD_MIN_CELLS:
+                held, _active = _active, None  # the kept cluster steps aside for the job
+                try:
+                    with open_scheduler("threads"):
+                        yield None
+                finally:
+                    _active = held
+                return
+            if not started:
+                started.append(kept.enter_context(open_scheduler(LOCAL_CLUSTER)))
+            yield started[0]
+        yield scheduler_for
 
 
 def _cluster_scratch(dask):

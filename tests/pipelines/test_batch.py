@@ -133,26 +133,51 @@ def test_batch_with_nothing_to_do_is_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_default_scheduler_follows_the_largest_grid(tmp_path, rasters, monkeypatch):
-    """A batch of grids at most DASHBOARD_MIN_CELLS runs on threads, as each file alone
-    would (no cluster's start: 1000 grids of 20 x 20 took 58 s on one, 31 s without), and
-    any larger grid puts the batch on a cluster; a file its reader refuses is no grid. The
-    oracle: rasterio's shapes of the files."""
+def test_default_scheduler_follows_each_files_grid(tmp_path, rasters, monkeypatch):
+    """Without --scheduler each file runs on the scheduler its grid would have alone:
+    threads up to DASHBOARD_MIN_CELLS (no cluster's start: 1000 grids of 20 x 20 took 58 s
+    on one, 31 s without), the in-process cluster past it, started once by the first large
+    file and kept for the later ones; small files between run beside it on threads. The
+    batch's largest file put every file on a cluster. A file its reader refuses is no grid.
+    The oracle: rasterio's shapes of the files."""
     import rasterio
 
-    import pipelines.cluster
-    from pipelines.batch import _largest_cells
-    files = sorted(rasters.iterdir())
-    shapes = []
-    for f in files:
+    import pipelines.batch as batch
+    import pipelines.cluster as cluster
+    from argparse import Namespace
+    from terrain.io import write_synth
+    for f in sorted(rasters.iterdir()):
         if f.name != "broken.asc":
             with rasterio.open(f) as r:
-                shapes.append(r.width * r.height)
-    cells = max(shapes)
-    assert _largest_cells(files) == cells
-    monkeypatch.setattr(pipelines.cluster, "DASHBOARD_MIN_CELLS", cells - 1)
-    assert _largest_cells(files) is None
-    assert _largest_cells([rasters / "c.grass", rasters / "broken.asc"]) == 12
+                assert batch._cells(f) == r.width * r.height, f
+    assert batch._cells(tmp_path / "missing.asc") == 0
+    for name, rows in (("big1", 30), ("small", 10), ("big2", 30)):
+        write_synth(tmp_path / f"{name}.asc", rows, 20, seed=rows)
+    monkeypatch.setattr(cluster, "DASHBOARD_MIN_CELLS", 200)  # 10 x 20 below, 30 x 20 past
+    started, on_cluster = [], {}
+    opened = cluster.open_scheduler
+
+    def counting(spec=None, **kwargs):
+        if spec == cluster.LOCAL_CLUSTER:
+            started.append(spec)
+        return opened(spec, **kwargs)
+    monkeypatch.setattr(cluster, "open_scheduler", counting)
+    run, suffix = batch.RUNNERS["ingest"]
+
+    def noting(inp, out, args, scheduler):
+        on_cluster[Path(inp).stem] = cluster.cluster_active()
+        return run(inp, out, args, scheduler)
+    monkeypatch.setitem(batch.RUNNERS, "ingest", (noting, suffix))
+    inputs = [str(tmp_path / f"{name}.asc") for name in ("big1", "small", "big2")]
+    args = Namespace(tile=16, overwrite=False)
+    rows = batch.run_batch("ingest", inputs, tmp_path / "out", args, None, lambda m: None)
+    assert [r["status"] for r in rows] == ["done"] * 3, rows
+    assert on_cluster == {"big1": True, "small": False, "big2": True}
+    assert started == ["local"] and not cluster.cluster_active()
+    rows = batch.run_batch("ingest", inputs, tmp_path / "out", args, None, lambda m: None)
+    assert [r["status"] for r in rows] == ["skipped"] * 3  # no file to run: no cluster
+    assert started == ["local"]
+    monkeypatch.undo()
     proc = run_terrain("batch", "ingest", "rasters/a.asc", "rasters/b.tif", "-o", "out",
                        cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
