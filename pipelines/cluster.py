@@ -21,12 +21,14 @@ import warnings
 from terrain import native
 from terrain.errors import InputError
 
-__all__ = ["open_scheduler", "one_cluster", "compute", "call", "run_as_completed", "LOCAL_SCHEDULERS",
+__all__ = ["open_scheduler", "one_cluster", "compute", "call", "run_as_completed",
+           "LOCAL_SCHEDULERS",
            "LOCAL_CLUSTER",
            "SchedulerLost", "WorkersLost", "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
            "shares_nothing", "SHARE_NOTHING_COMMANDS",
-           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active", "worker_client",
+           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "STOP_WAIT", "IN_PROCESS_STOP_WAIT",
+           "cluster_active", "worker_client",
            "here_and_on_every_worker"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
@@ -34,6 +36,16 @@ LOCAL_CLUSTER = "local"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 LOCALHOST = "127.0.0.1"
 CONNECT_TIMEOUT = 5  # seconds to reach an existing scheduler
+
+#: seconds a failed or stopped run waits for its tasks still running on a cluster given by
+#: address before it goes on (removing its partial output, exiting 143 on SIGTERM): their
+#: threads in the workers' processes cannot be stopped from here, and a batch system's
+#: SIGTERM is followed by a SIGKILL within seconds (Slurm's KillWait: 30 s by default)
+STOP_WAIT = 5
+#: seconds the same waits for the in-process cluster's tasks, which are told to stop
+#: (:class:`terrain.native.TaskStop`) and end soon after; they write into this process's
+#: partial output, which goes only once they have ended
+IN_PROCESS_STOP_WAIT = 60
 
 #: Grids with more cells than this get the LocalCluster and its dashboard by default
 #: (8192² ingests in ~2 s and its MST takes ~10 s on 2 cores: not worth a dashboard's start-up).
@@ -811,9 +823,10 @@ def _first_line(error):
 
 
 def _cancel(client, futures, keys, lost=False):
-    """After an error or a signal: cancel what is queued, wait (bounded) for what of the run's
-    tasks (``keys``) is running (threads cannot be killed; another run's tasks on a shared
-    cluster are not waited for); with the scheduler gone (``lost``) only close the client."""
+    """After an error or a signal: cancel what is queued, wait (:data:`STOP_WAIT`,
+    :data:`IN_PROCESS_STOP_WAIT`) for what of the run's tasks (``keys``) is running (threads
+    cannot be killed; another run's tasks on a shared cluster are not waited for); with the
+    scheduler gone (``lost``) only close the client."""
     import time
     # distributed's config gives some of its loggers levels of their own; the cancelled
     # tasks' late complaints are not news (open_scheduler restores the levels)
@@ -829,7 +842,8 @@ def _cancel(client, futures, keys, lost=False):
         contextlib.nullcontext()
     with contextlib.suppress(Exception), stopping:
         client.cancel(futures, force=True)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + (STOP_WAIT if active is None or active.external
+                                       else IN_PROCESS_STOP_WAIT)
         while time.monotonic() < deadline and any(
                 keys.intersection(running) for running in client.run(_executing).values()):
             time.sleep(0.05)

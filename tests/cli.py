@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["run_cli", "run_main", "killed_mid_shard"]
+__all__ = ["run_cli", "run_main", "killed_mid_shard", "dask_cluster", "dask_scheduler",
+           "dask_worker", "wait_for_workers", "stop_processes"]
 
 
 def run_cli(*argv, scheduler="synchronous", timeout=120):
@@ -206,3 +207,70 @@ def gdal_lines(path):
         n = struct.unpack_from("<I", wkb, 5)[0]
         lines.append(np.frombuffer(wkb, "<f8", 2 * n, 9).reshape(n, 2))
     return lines, dict(zip(meta["fields"], values)), meta["crs"]
+
+
+def dask_scheduler(folder, name, env=None):
+    """A ``dask scheduler`` process on 127.0.0.1 (any free port, no dashboard) run in
+    ``folder``, once it has written its file ``folder/NAME.json``: ``(process, that file)``."""
+    import json
+    import time
+    scheduler_file = Path(folder) / f"{name}.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--no-dashboard", "--scheduler-file", str(scheduler_file)],
+        cwd=folder, env=env or child_env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    while not scheduler_file.exists() or not scheduler_file.read_text().strip():
+        if proc.poll() is not None or time.monotonic() - t0 > 60:
+            proc.kill()
+            raise AssertionError("no Dask scheduler started")
+        time.sleep(0.1)
+    json.loads(scheduler_file.read_text())  # whole
+    return proc, scheduler_file
+
+
+def dask_worker(scheduler_file, *options, preload=None, folder=None, env=None):
+    """A ``dask worker`` process of the scheduler of ``scheduler_file`` on 127.0.0.1 (no
+    dashboard; by default 2 threads and no nanny, else ``options``), run in ``folder`` (the
+    scheduler file's), loading ``preload`` first."""
+    options = options or ("--nthreads", "2", "--no-nanny")
+    extra = ["--preload", str(preload)] if preload else []
+    return subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+         str(scheduler_file), "--host", "127.0.0.1", "--no-dashboard", *options, *extra],
+        cwd=folder or Path(scheduler_file).parent, env=env or child_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_for_workers(scheduler_file, count=1):
+    """The address of the scheduler of ``scheduler_file``, once ``count`` workers joined."""
+    import json
+
+    import distributed
+    address = json.loads(Path(scheduler_file).read_text())["address"]
+    with distributed.Client(address, timeout=60) as client:
+        client.wait_for_workers(count, timeout=120)
+    return address
+
+
+def dask_cluster(folder, name, *options, preload=None, workers=1, env=None):
+    """``dask scheduler`` + ``workers`` ``dask worker`` processes (:func:`dask_worker`'s
+    ``options`` and ``preload``) on 127.0.0.1, run in ``folder``, the workers joined:
+    ``(address, [scheduler, worker...])``; :func:`stop_processes` ends them."""
+    scheduler, scheduler_file = dask_scheduler(folder, name, env)
+    procs = [scheduler]
+    try:
+        for _ in range(workers):
+            procs.append(dask_worker(scheduler_file, *options, preload=preload, env=env))
+        return wait_for_workers(scheduler_file, workers), procs
+    except BaseException:
+        stop_processes(procs)
+        raise
+
+
+def stop_processes(procs):
+    """Kill each of ``procs`` and wait for it."""
+    for p in procs:
+        p.kill()
+        p.wait()

@@ -887,3 +887,74 @@ def test_a_batch_lists_its_output_folder_once_a_file(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert sorted(p.name for p in (tmp_path / "out6").iterdir()) == sorted(
         [f"g{i}.zarr" for i in range(6)] + ["manifest.csv", "manifest.json"])
+
+
+#: a worker's preload whose ingest of a file named ``slow*`` takes ten minutes, saying it
+#: started with ``MARKER``: a long task of a batch's file
+SLOW_INGEST = """
+import os, time
+import pipelines.ingest as m
+
+MARKER = {marker!r}
+# the worker may run a preload twice: the wrapper wraps the real function once
+real = getattr(m.create_elevation, "__wrapped__", m.create_elevation)
+
+def task(store_path, *a, **k):
+    if "slow" in os.path.basename(str(store_path)):
+        os.close(os.open(MARKER, os.O_CREAT | os.O_WRONLY))
+        time.sleep(600)
+    return real(store_path, *a, **k)
+
+task.__wrapped__ = real
+m.create_elevation = task
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status, said", [("SIGTERM", 143, "terminated"),
+                                                  ("SIGINT", 130, "interrupted")])
+def test_a_batch_on_a_cluster_stops_within_seconds(tmp_path, signum, status, said):
+    """SIGTERM or Ctrl-C while a file's task runs long on a cluster given by address: the
+    batch waited up to a minute for it; it waits STOP_WAIT seconds, then exits 143 (130),
+    the files done before kept and recorded, no partial output left."""
+    import signal
+    import time
+
+    from cli import dask_cluster, stop_processes
+    from pipelines.cluster import STOP_WAIT
+    from terrain.io import write_synth
+    for name in ("a", "b", "slow"):
+        write_synth(tmp_path / f"{name}.asc", 20, 30, seed=len(name))
+    marker = tmp_path / "started"
+    preload = tmp_path / "slow_ingest.py"
+    preload.write_text(SLOW_INGEST.format(marker=str(marker)))
+    address, procs = dask_cluster(tmp_path, "c", preload=preload)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "terrain.run", "batch", "ingest", "a.asc", "b.asc",
+             "slow.asc", "-o", "out", "--tile", "16", "--scheduler", address],
+            cwd=tmp_path, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        t0 = time.monotonic()
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() - t0 < 120, "the slow file's task did not start"
+            time.sleep(0.05)
+        os.kill(proc.pid, getattr(signal, signum))
+        signalled = time.monotonic()
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        waited = time.monotonic() - signalled
+    finally:
+        stop_processes(procs)
+    assert proc.returncode == status, err
+    assert err.strip().splitlines()[-1] == f"terrain: {said}", err
+    assert STOP_WAIT <= 5 and waited < 10, waited
+    assert sorted(os.listdir(tmp_path / "out")) == ["a.zarr", "b.zarr", "manifest.csv",
+                                                   "manifest.json"]
+    rows = _manifest(tmp_path / "out")
+    assert {n: r["status"] for n, r in rows.items()} == {
+        "a.asc": "done", "b.asc": "done", "slow.asc": "pending"}

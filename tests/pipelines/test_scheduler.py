@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import child_env
+from cli import (child_env, dask_cluster, dask_worker, stop_processes,
+                 wait_for_workers)
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.asc"
 
@@ -294,7 +295,7 @@ with open_scheduler("local", quiet=True) as client:
     assert proc.stdout.split() == ["interrupted", "then", "True"]
 
 
-def test_a_thread_asking_for_threads_does_not_run_on_another_threads_cluster():
+def test_a_thread_asking_for_threads_does_not_run_on_another_threadsdask_cluster():
     """Two runs of a service on two threads: one on the in-process cluster, the other asking
     for ``threads``, whose tasks went to the first's cluster (and failed when it closed:
     "lost the Dask scheduler"); the thread that made the cluster keeps it for its steps."""
@@ -373,37 +374,6 @@ m.{task} = task
 
 
 
-def _cluster(tmp_path, name, preload=None):
-    """``dask scheduler`` + one ``dask worker`` (2 threads) on 127.0.0.1, as processes:
-    ``(address, [scheduler, worker])``."""
-    import time
-    distributed = pytest.importorskip("distributed")
-    sched_file = tmp_path / f"{name}.json"
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-         "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
-        cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    t0 = time.monotonic()
-    while not sched_file.exists():
-        assert time.monotonic() - t0 < 60, "no scheduler"
-        time.sleep(0.1)
-    extra = ["--preload", str(preload)] if preload else []
-    procs.append(subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(sched_file),
-         "--nthreads", "2", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard", *extra],
-        cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    address = json.loads(sched_file.read_text())["address"]
-    with distributed.Client(address, timeout=60) as client:
-        client.wait_for_workers(1, timeout=120)
-    return address, procs
-
-
-def _stop(procs):
-    for p in procs:
-        p.kill()
-        p.wait()
-
-
 def test_a_scheduler_without_workers_is_said(tmp_path, capsys):
     """A cluster given by address with no worker (an adaptive one starts with none): the run
     says its tasks wait for one instead of waiting without a word."""
@@ -412,9 +382,9 @@ def test_a_scheduler_without_workers_is_said(tmp_path, capsys):
     import distributed
 
     from pipelines.cluster import open_scheduler
-    address, procs = _cluster(tmp_path, "idle")
+    address, procs = dask_cluster(tmp_path, "idle")
     try:
-        _stop(procs[1:])
+        stop_processes(procs[1:])
         with distributed.Client(address, timeout=60) as client:
             t0 = time.monotonic()
             while client.scheduler_info()["workers"]:
@@ -423,7 +393,7 @@ def test_a_scheduler_without_workers_is_said(tmp_path, capsys):
         with open_scheduler(address):
             pass
     finally:
-        _stop(procs[:1])
+        stop_processes(procs[:1])
     err = capsys.readouterr().err.splitlines()
     assert err[0] == (f"terrain: the Dask scheduler at {address} has no workers yet; the "
                       "tasks wait for one to join"), err
@@ -456,22 +426,16 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     preload.write_text("")  # the scheduler's pid is known once it runs
     address, procs = None, []
     try:
-        address, procs = _cluster(tmp_path, "first", preload=None)
-        _stop(procs[1:])  # a worker that kills this scheduler
+        address, procs = dask_cluster(tmp_path, "first")
+        stop_processes(procs[1:])  # a worker that kills this scheduler
         preload.write_text(kill.format(pid=procs[0].pid, marker=str(marker), **where))
         sched_file = tmp_path / "first.json"
-        procs[1:] = [subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-             str(sched_file), "--nthreads", "2", "--no-nanny", "--host", "127.0.0.1",
-             "--no-dashboard", "--preload", str(preload)],
-            cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        import distributed
-        with distributed.Client(address, timeout=60) as client:  # joined before the run
-            client.wait_for_workers(1, timeout=120)
+        procs[1:] = [dask_worker(sched_file, preload=preload)]
+        wait_for_workers(sched_file)  # joined before the run
         proc = subprocess.run(argv + ["-o", out, "--scheduler", address], cwd=tmp_path,
                               env=child_env(), capture_output=True, text=True, timeout=300)
     finally:
-        _stop(procs)
+        stop_processes(procs)
     assert marker.exists(), "the scheduler was not killed mid-run"
     lines = [x for x in proc.stderr.strip().splitlines() if "Dask dashboard at" not in x]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
@@ -480,13 +444,13 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     partial, = tmp_path.glob(".m.zarr.partial-*")
     assert list(partial.glob(".terrain-checkpoints/*.npz"))
 
-    address, procs = _cluster(tmp_path, "second")
+    address, procs = dask_cluster(tmp_path, "second")
     try:
         resumed = subprocess.run(argv + ["-o", out, "--scheduler", address, "--resume"],
                                  cwd=tmp_path, env=child_env(), capture_output=True, text=True,
                                  timeout=300)
     finally:
-        _stop(procs)
+        stop_processes(procs)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert summary["reused_tasks"] > 0
@@ -512,7 +476,7 @@ def test_a_stop_does_not_wait_for_another_runs_tasks(tmp_path):
     import distributed
     from terrain.io import write_synth
     write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # tiled at tile 256
-    address, procs = _cluster(tmp_path, "shared")
+    address, procs = dask_cluster(tmp_path, "shared")
     try:
         with distributed.Client(address, timeout=60) as other:
             busy = other.submit(time.sleep, 600, pure=False)  # another user's long task
@@ -538,7 +502,7 @@ def test_a_stop_does_not_wait_for_another_runs_tasks(tmp_path):
             assert not busy.done()  # the other run's task ran all along
             busy.cancel()
     finally:
-        _stop(procs)
+        stop_processes(procs)
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == "terrain: terminated"
     assert waited < 30, waited
@@ -563,38 +527,21 @@ def test_workers_dying_in_one_task_are_one_line(tmp_path):
     """A task every worker dies running (distributed's KilledWorker: a memory limit too small
     for it) is one line naming the step, the tries and the last worker's memory limit, exit 2,
     the partial kept for ``--resume`` (a 24-line traceback, exit 1, the partial removed)."""
-    import time
-
-    import distributed
     from terrain.io import write_synth
     write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # tiled at tile 256
     preload = tmp_path / "die.py"
     preload.write_text(DIE_IN_A_TASK.format(module="pipelines.mst", task="_read_group"))
-    sched_file = tmp_path / "dying.json"
     env = child_env(DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1")
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-         "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    # with a nanny, which restarts a worker that died
+    address, procs = dask_cluster(tmp_path, "dying", "--nthreads", "1", "--memory-limit",
+                                  "2GiB", preload=preload, env=env)
     try:
-        t0 = time.monotonic()
-        while not sched_file.exists():
-            assert time.monotonic() - t0 < 60, "no scheduler"
-            time.sleep(0.1)
-        procs.append(subprocess.Popen(  # with a nanny, which restarts a worker that died
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-             str(sched_file), "--nthreads", "1", "--memory-limit", "2GiB", "--host",
-             "127.0.0.1", "--no-dashboard", "--preload", str(preload)],
-            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        address = json.loads(sched_file.read_text())["address"]
-        with distributed.Client(address, timeout=60) as client:
-            client.wait_for_workers(1, timeout=120)
         proc = subprocess.run(
             [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile", "256",
              "--backend", "cpu", "-o", str(tmp_path / "m.zarr"), "--scheduler", address],
             cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
     finally:
-        _stop(procs)
+        stop_processes(procs)
     lines = [x for x in proc.stderr.strip().splitlines() if "Dask dashboard at" not in x]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("terrain: Dask workers died running the task mst-group 2 "
@@ -631,18 +578,12 @@ def test_a_scheduler_that_stops_answering_is_one_line(tmp_path, command, extra, 
     preload = tmp_path / "stop_the_scheduler.py"
     procs = []
     try:
-        address, procs = _cluster(tmp_path, "frozen")
-        _stop(procs[1:])  # a worker that stops this scheduler
+        address, procs = dask_cluster(tmp_path, "frozen")
+        stop_processes(procs[1:])  # a worker that stops this scheduler
         preload.write_text(STOP_IN_A_TASK.format(pid=procs[0].pid, marker=str(marker),
                                                  module=module, task=task))
-        procs[1:] = [subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-             str(tmp_path / "frozen.json"), "--nthreads", "2", "--no-nanny", "--host",
-             "127.0.0.1", "--no-dashboard", "--preload", str(preload)],
-            cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        import distributed
-        with distributed.Client(address, timeout=60) as client:  # joined before the run
-            client.wait_for_workers(1, timeout=120)
+        procs[1:] = [dask_worker(tmp_path / "frozen.json", preload=preload)]
+        wait_for_workers(tmp_path / "frozen.json")  # joined before the run
         proc = subprocess.Popen(
             [sys.executable, "-m", "terrain.run", command, str(tmp_path / "g.asc"), "--tile",
              "256", *extra, "--backend", "cpu", "-o", str(tmp_path / "m.zarr"), "--scheduler",
@@ -659,7 +600,7 @@ def test_a_scheduler_that_stops_answering_is_one_line(tmp_path, command, extra, 
         if procs:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(procs[0].pid, signal.SIGCONT)
-        _stop(procs)
+        stop_processes(procs)
     lines = [x for x in err.strip().splitlines() if "Dask dashboard at" not in x]
     assert proc.returncode == 2 and len(lines) == 1, err
     assert lines[0] == (f"terrain: the Dask scheduler at {address} stopped answering during "
@@ -712,7 +653,7 @@ def _worker_elsewhere(tmp_path):
     elsewhere.mkdir()
     write_synth(elsewhere / "g.asc", 60, 80, seed=99)
     _friction(elsewhere / "f.asc", 99)
-    return _cluster(elsewhere, "c")
+    return dask_cluster(elsewhere, "c")
 
 
 @pytest.mark.slow
@@ -726,7 +667,7 @@ def test_batch_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
                               cwd=tmp_path, env=child_env(), capture_output=True, text=True,
                               timeout=300)
     finally:
-        _stop(procs)
+        stop_processes(procs)
     assert proc.returncode == 0, proc.stderr
     ref = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
                           "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
@@ -776,7 +717,7 @@ def test_a_command_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path, 
             run(tmp_path, command, dem, "-o", f"m{i}.zarr", "--tile", "16", *extra,
                 "--scheduler", address)
     finally:
-        _stop(procs)
+        stop_processes(procs)
     for i, (dem, extra) in enumerate(runs):
         run(tmp_path, command, dem, "-o", f"ref{i}.zarr", "--tile", "16", *extra,
             "--scheduler", "synchronous")

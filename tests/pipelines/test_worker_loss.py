@@ -67,8 +67,8 @@ def test_worker_killed_mid_shard_write_on_a_dask_cluster(tmp_path):
     middle of rewriting a mask shard: the task runs again on the other and the forest is the
     one a single process computes (a shard rewritten in place was torn, and the retry failed
     on its checksum)."""
-    distributed = pytest.importorskip("distributed")
-    from cli import killed_mid_shard
+    pytest.importorskip("distributed")
+    from cli import dask_cluster, killed_mid_shard, stop_processes
     from terrain.io import write_synth
     write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # 2 shards at tile 256, tiled
     # loaded by every worker (--preload): the first to rewrite a shard dies, once in all
@@ -77,25 +77,9 @@ def test_worker_killed_mid_shard_write_on_a_dask_cluster(tmp_path):
     workdir = tmp_path / "workers"  # the workers run elsewhere
     workdir.mkdir()
     env = child_env()
-    sched_file = tmp_path / "scheduler.json"
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-         "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
-        cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    address, procs = dask_cluster(workdir, "scheduler", "--nthreads", "1", "--no-nanny",
+                                  preload=tmp_path / "kill_mid_shard.py", workers=2)
     try:
-        t0 = time.monotonic()
-        while not sched_file.exists():
-            assert time.monotonic() - t0 < 60, "no scheduler"
-            time.sleep(0.1)
-        for _ in range(2):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-                 str(sched_file), "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
-                 "--no-dashboard", "--preload", str(tmp_path / "kill_mid_shard.py")],
-                cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        address = json.loads(sched_file.read_text())["address"]
-        with distributed.Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=120)
         argv = [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile",
                 "256", "--backend", "cpu", "--json"]
         proc = subprocess.run(argv + ["-o", str(tmp_path / "m.zarr"), "--scheduler", address],
@@ -106,9 +90,7 @@ def test_worker_killed_mid_shard_write_on_a_dask_cluster(tmp_path):
         assert "Traceback" not in proc.stderr
         assert procs[1].poll() is not None or procs[2].poll() is not None  # one is gone
     finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+        stop_processes(procs)
     ref = subprocess.run(argv + ["-o", str(tmp_path / "ref.zarr"), "--scheduler", "synchronous"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert ref.returncode == 0, ref.stderr
