@@ -1,18 +1,20 @@
 """``terrain batch ingest|mst|cost-distance|fill|flow INPUTS... -o OUTDIR``: one command over many
-rasters, one scheduler.
+rasters in one process.
 
 Inputs are globs (expanded here: quote them; a raster's companion files,
 :data:`SIDECAR_SUFFIXES`, left out), directories (their raster files, links to missing ones
 and tile stores: each gets a row, its run says what it makes of it) or manifest files
 (``.lst``/``.list``, or a ``.txt`` that is not an ASCII grid: one path a line, ``#``
-comments). The files run one after the other on one scheduler, each as its own graph; every
-file gets a line in ``OUTDIR/manifest.json`` and ``.csv`` (``done``, ``failed`` or
-``skipped``; ``pending`` before its run), written atomically before the first file and at
-the end; each file's row is appended to :data:`JOURNAL` as it finishes. A rerun skips files
-whose output is there and whose input and parameters (:func:`_file_params`) are unchanged.
-Exit status 1 when any file failed. New batch commands add one entry to :data:`RUNNERS`;
-options that hold for every file are checked before any runs (:data:`CHECKS`). Design:
-docs/scale.md, "Batches".
+comments). The files run one after the other, each as its own graph on the scheduler
+``--scheduler`` names, else on the one its grid would have alone (a cluster, once started,
+kept for the rest: :func:`_file_schedulers`); every file gets a line in
+``OUTDIR/manifest.json`` and ``.csv`` (``done``, ``failed`` or ``skipped``; ``pending``
+before its run), written atomically before the first file and at the end; each file's row
+is appended to :data:`JOURNAL` as it finishes. A rerun skips files whose output is there
+and whose input and parameters (:func:`_file_params`) are unchanged (its summary says how
+many an earlier run did). Exit status 1 when any file failed. New batch commands add one
+entry to :data:`RUNNERS`; options that hold for every file are checked before any runs
+(:data:`CHECKS`). Design: docs/scale.md, "Batches".
 """
 
 import collections
