@@ -378,8 +378,8 @@ def _leftovers(target):
                     kind, dash, _ = entry.name[len(prefix):].partition("-")
                     if dash and kind in found:
                         found[kind].append(parent / entry.name)
-    except (FileNotFoundError, NotADirectoryError):
-        pass
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        pass  # as a glob: a folder that is not there or may not be listed holds none
     return {kind: sorted(paths) for kind, paths in found.items()}
 
 
