@@ -52,9 +52,9 @@ def _while_read(monkeypatch, module, name, store, new=None):
 
 
 CASES = {  # command: (its input's kind, the reader called once part of it is read, argv)
-    "streams": ("flow", "pipelines.watershed", "stream_links",
+    "streams": ("flow", "pipelines.watershed", "stream_lines",
                 ("--threshold", "20", "-o", "out.gpkg")),
-    "watershed": ("flow", "pipelines.watershed", "watershed",
+    "watershed": ("flow", "pipelines.watershed", "label_outlets",
                   ("--outlet-cell", "40,40", "-o", "out.tif")),
     "path": ("cost", "pipelines.cost_distance", "trace_paths", ("--to-cell", "40,40", "-o",
                                                                "out.gpkg")),
