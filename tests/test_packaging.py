@@ -95,6 +95,23 @@ def test_the_distribution_takes_the_version_that_terrain_prints(tmp_path):
     assert "\nVersion: 97.5.3\n" in meta
 
 
+def test_the_distribution_carries_its_license_text(tmp_path):
+    """BSD-3-Clause asks that the copyright notice and the conditions go with every copy:
+    the metadata declared the licence and shipped no text of it."""
+    src = copy_of_checkout(tmp_path)
+    code = ("import sys; from setuptools import build_meta; "
+            "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
+    out = tmp_path / "meta"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, capture_output=True,
+                          text=True, check=True)
+    info = out / proc.stdout.strip().splitlines()[-1]
+    meta = (info / "METADATA").read_text()
+    assert "\nLicense-Expression: BSD-3-Clause\n" in meta and "\nLicense-File: LICENSE\n" in meta
+    shipped = next(info.rglob("LICENSE")).read_text()
+    assert "BSD 3-Clause License" in shipped and "Copyright (c)" in shipped
+
+
 def test_the_wheel_carries_the_stubs_and_their_typing_marker(tmp_path):
     """Without ``py.typed`` mypy reads nothing of an installed package (``import terrain``:
     "module is installed, but missing library stubs or py.typed marker")."""
