@@ -25,7 +25,7 @@ from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
 from terrain.grid.sources import is_points_file, resolve_sources
 from terrain.grid.sssp import incore_bytes
 from terrain.io import available_memory
-from terrain.io.georef import check_weight_units, finish_store
+from terrain.io.georef import check_weight_units, finish_store, unplaced_geotransform
 from terrain.io.outputs import check_outputs, output_beside, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, input_fingerprint,
                                is_remote, output_at, remove_tree, scratch_beside)
@@ -640,7 +640,7 @@ def path_command(args):
         crs = group.attrs.get("crs")
         fmt = path_format(out, crs)  # refused before any work
         shape = group["backlink"].shape
-        gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+        gt = group.attrs.get("geotransform") or unplaced_geotransform(shape[0])
         points, cells = args.to or [], args.to_cell or []
         if not points and not cells and targets_file is None:
             raise InputError(f"{store}: no path ends given")

@@ -30,7 +30,7 @@ from terrain.hydrology import (FILL_MEANINGS, LAKE_LABELS, SINKS_MEANING, FillSp
                                fill_depressions, fill_walks)
 from terrain.io import available_memory
 from terrain.io.geotiff import geotiff_files, geotiff_paths
-from terrain.io.georef import mark_raster, unit_of, write_georeference
+from terrain.io.georef import mark_raster, unit_of, unplaced_geotransform, write_georeference
 from terrain.io.outputs import output_beside
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
                                remove_tree)
@@ -407,7 +407,7 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     shape = tuple(int(s) for s in shape)
     spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
     dem = open_group(dem_path, mode="r")
-    gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+    gt = dem.attrs.get("geotransform") or unplaced_geotransform(shape[0])
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path),
            "units": unit_of(dem["elevation"].attrs)}
     if fill_route(shape, be, route) == "in-core":

@@ -10,7 +10,7 @@ import math
 
 
 from terrain.errors import InputError
-from terrain.io.georef import RASTER_DIMS, crs_label
+from terrain.io.georef import RASTER_DIMS, crs_label, unplaced_geotransform
 from terrain.io.zarr_meta import open_group
 from terrain.io.outputs import WRITTEN_BY_ATTR, json_text
 from terrain.io.remote import inputs_unchanged
@@ -66,7 +66,7 @@ def describe_path(path):
         if not layers:
             raise InputError(f"{path}: not a terrain tile store or result store")
         rows, cols = layers[0]["shape"]
-        gt = a.get("geotransform") or [0.0, 1.0, 0.0, float(rows), 0.0, -1.0]
+        gt = a.get("geotransform") or unplaced_geotransform(rows)
         d = {"input": str(path), "kind": "result store", "shape": [rows, cols],
              "geotransform": list(gt), "cellsize": [abs(gt[1]), abs(gt[5])],
              "crs": a.get("crs"), "source": a.get("source")}

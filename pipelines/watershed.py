@@ -16,7 +16,7 @@ import numpy as np
 
 from terrain.errors import InputError, naming
 from terrain.hydrology import WATERSHED_MEANING, label_outlets, read_flow_store, stream_lines
-from terrain.io.georef import warn_degrees
+from terrain.io.georef import unplaced_geotransform, warn_degrees
 from terrain.io.outputs import check_outputs
 from terrain.io.points import cell_centre, path_format, write_paths
 from terrain.io.remote import output_at
@@ -28,7 +28,7 @@ __all__ = ["run_watershed", "run_streams", "watershed_command", "streams_command
 
 
 def _geo(group, shape):
-    gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+    gt = group.attrs.get("geotransform") or unplaced_geotransform(shape[0])
     return [float(v) for v in gt], group.attrs.get("crs")
 
 

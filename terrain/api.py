@@ -33,8 +33,8 @@ import numpy as np
 
 from .errors import InputError, interruption, naming_items, warn
 from .io.georef import (GRID_MAPPING, UNREFERENCED, check_north_up, check_weight_units,
-                        crs_label, crs_wkt, same_crs, unit_of, warn_degrees,
-                        warn_unreferenced)
+                        crs_label, crs_wkt, same_crs, unit_of, unplaced_geotransform,
+                        warn_degrees, warn_unreferenced)
 from .io.points import POINT_SUFFIXES, VECTOR_SUFFIXES, point_cells, raster_source_cells
 from .io.raster import nodata_value, warn_rounded
 
@@ -210,7 +210,7 @@ def _unreferenced_grid(da, where):
         return None
     name = _grid_mapping(da)
     warn_unreferenced(where)
-    gt = (0.0, 1.0, 0.0, float(da.shape[0]), 0.0, -1.0)
+    gt = unplaced_geotransform(da.shape[0])
     template = da.drop_vars(name) if name in da.coords else da  # no transform, no CRS
     return Georef((1.0, 1.0), None, gt, template, None, where, unit_of(da.attrs))
 
@@ -881,17 +881,11 @@ def _valued_sources(raster, cells, start_cost, z, geo):
             if values.shape != z.shape:
                 raise InputError(f"{rgeo.where}: {values.shape[0]} x {values.shape[1]} cells, "
                                  f"the DEM {z.shape[0]} x {z.shape[1]}")
-            rgt, crs = gt or _unplaced_grid(z.shape), geo.crs
+            rgt, crs = gt or unplaced_geotransform(z.shape[0]), geo.crs
         raster = SourceRaster(values, rgt, crs, rgeo.where)
-    return resolve_sources(gt or _unplaced_grid(z.shape), z.shape, cells=cells,
+    return resolve_sources(gt or unplaced_geotransform(z.shape[0]), z.shape, cells=cells,
                            sources_file=raster, label=f"{geo.where}: ", crs=geo.crs,
                            start_cost=spent, start_values=True)
-
-
-def _unplaced_grid(shape):
-    """The grid of cells of 1, lower-left corner at (0, 0), of an array without a
-    georeference (as a raster without a geotransform is read)."""
-    return (0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0)
 
 
 def _with_stop_points(stop_points, stops, origins, z, geo):
@@ -1110,7 +1104,7 @@ def _flow_input(flow, needs_accumulation=None):
     if isinstance(flow, (str, os.PathLike)):
         group, _ = read_flow_store(flow)
         direction, accumulation = group["direction"][:], group["accumulation"]
-        gt = group.attrs.get("geotransform") or _unplaced_grid(direction.shape)
+        gt = group.attrs.get("geotransform") or unplaced_geotransform(direction.shape[0])
         geo = Georef(where=str(flow), crs=group.attrs.get("crs"), geotransform=tuple(gt))
     elif type(flow).__name__ == "Dataset" and "direction" in getattr(flow, "data_vars", ()):
         da = flow["direction"]
@@ -1122,7 +1116,7 @@ def _flow_input(flow, needs_accumulation=None):
     if accumulation is None and needs_accumulation:
         raise InputError(f"flow: {needs_accumulation} needs its accumulation")
     return direction, accumulation, geo, (_geotransform(geo, direction.shape)
-                                          or _unplaced_grid(direction.shape))
+                                          or unplaced_geotransform(direction.shape[0]))
 
 
 @_interrupts_as_raised

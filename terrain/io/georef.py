@@ -26,13 +26,23 @@ from ..errors import InputError, warn
 __all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "warn_degrees",
            "write_georeference", "mark_raster", "finish_store",
            "check_weight_units", "GRID_MAPPING", "RASTER_DIMS", "METRIC_WEIGHTS",
-           "UNREFERENCED", "is_unreferenced", "warn_unreferenced", "unit_of",
-           "LENGTH_UNITS"]
+           "UNREFERENCED", "unplaced_geotransform", "is_unreferenced", "warn_unreferenced",
+           "unit_of", "LENGTH_UNITS"]
 
 GRID_MAPPING = "spatial_ref"
 
 #: GDAL's geotransform of a raster without a georeference (its rows "run north")
 UNREFERENCED = (0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def unplaced_geotransform(rows):
+    """The geotransform a grid of ``rows`` rows without a georeference is read with: the
+    north-up grid of cells of 1, lower-left corner at (0, 0), so that row 0 is the top.
+
+    >>> unplaced_geotransform(30)
+    (0.0, 1.0, 0.0, 30.0, 0.0, -1.0)
+    """
+    return (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
 
 
 def unit_of(attrs):
@@ -58,7 +68,7 @@ def is_unreferenced(geotransform, rows, crs=None):
     (True, False)
     """
     gt = tuple(float(v) for v in geotransform)
-    return not crs and gt in (UNREFERENCED, (0.0, 1.0, 0.0, float(rows), 0.0, -1.0))
+    return not crs and gt in (UNREFERENCED, unplaced_geotransform(rows))
 
 
 def warn_unreferenced(where):

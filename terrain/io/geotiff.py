@@ -37,7 +37,7 @@ from .outputs import DISK_FULL, atomic_output, disk_full_reason, gdal_path, stag
 from .. import native
 from ..errors import InputError
 from ..startup import trim_free_memory
-from .georef import unit_of
+from .georef import unit_of, unplaced_geotransform
 from .zarr_meta import open_group
 
 __all__ = ["write_geotiff", "write_geotiffs", "stage_geotiffs", "geotiff_paths", "geotiff_files",
@@ -139,7 +139,7 @@ def _georeference(group, shape):
         if gt is None and ref.get("GeoTransform"):
             gt = [float(v) for v in ref["GeoTransform"].split()]
     if gt is None:
-        gt = [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+        gt = unplaced_geotransform(shape[0])
     return [float(v) for v in gt], crs
 
 

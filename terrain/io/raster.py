@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, warn
-from .georef import check_north_up, warn_unreferenced
+from .georef import check_north_up, unplaced_geotransform, warn_unreferenced
 
 __all__ = ["Grid", "RasterGrid", "open_raster", "warn_rounded"]
 
@@ -220,7 +220,7 @@ def _georeference(src, path):
         raise InputError(f"{path}: georeferenced only by {how}: warp it onto a grid first "
                          f"(gdalwarp -t_srs EPSG:xxxx {path.name} warped.tif)")
     warn_unreferenced(path)
-    return (0.0, 1.0, 0.0, float(src.height), 0.0, -1.0), None
+    return unplaced_geotransform(src.height), None
 
 
 def open_raster(path, band=None):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, cannot_read
-from ..io.georef import crs_wkt, write_georeference
+from ..io.georef import crs_wkt, unplaced_geotransform, write_georeference
 from ..io.remote import (check_unchanged, is_remote, is_url, store_for, store_state,
                          url_inventory, zarr_store)
 from ..io.zarr_meta import Array, Group, codec, compressor_list, open_group
@@ -156,7 +156,7 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     elev = create_layer(group, "elevation", "float32", np.float32("nan"), tile, (rows, cols),
                         compressors=compressors, keep=True)
     if geotransform is None:
-        geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
+        geotransform = unplaced_geotransform(rows)
     gt = [float(v) for v in geotransform]
     crs = crs_wkt(crs)
     # attributes first: write_georeference tags the array through another handle
