@@ -65,6 +65,17 @@ def test_the_sdist_carries_every_tracked_file(tmp_path):
     assert not [p for p in shipped if "__pycache__" in p or p.endswith(".pyc")]
 
 
+def built_metadata(src, tmp_path):
+    """The ``.dist-info`` folder setuptools makes of the checkout's copy ``src``."""
+    code = ("import sys; from setuptools import build_meta; "
+            "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
+    out = tmp_path / "meta"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, capture_output=True,
+                          text=True, check=True)
+    return out / proc.stdout.strip().splitlines()[-1]
+
+
 def test_the_metadata_builds_without_deprecated_fields(tmp_path):
     """setuptools warned that ``license = { text = ... }`` would stop building after
     2027-02-18: the metadata is built with its deprecation warnings as errors."""
@@ -85,27 +96,14 @@ def test_the_distribution_takes_the_version_that_terrain_prints(tmp_path):
     src = copy_of_checkout(tmp_path)
     init = src / "terrain" / "__init__.py"
     init.write_text(re.sub(r'(?m)^__version__ = ".*"$', '__version__ = "97.5.3"', init.read_text()))
-    code = ("import sys; from setuptools import build_meta; "
-            "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
-    out = tmp_path / "meta"
-    out.mkdir()
-    proc = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, capture_output=True,
-                          text=True, check=True)
-    meta = (out / proc.stdout.strip().splitlines()[-1] / "METADATA").read_text()
+    meta = (built_metadata(src, tmp_path) / "METADATA").read_text()
     assert "\nVersion: 97.5.3\n" in meta
 
 
 def test_the_distribution_carries_its_license_text(tmp_path):
     """BSD-3-Clause asks that the copyright notice and the conditions go with every copy:
     the metadata declared the licence and shipped no text of it."""
-    src = copy_of_checkout(tmp_path)
-    code = ("import sys; from setuptools import build_meta; "
-            "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
-    out = tmp_path / "meta"
-    out.mkdir()
-    proc = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, capture_output=True,
-                          text=True, check=True)
-    info = out / proc.stdout.strip().splitlines()[-1]
+    info = built_metadata(copy_of_checkout(tmp_path), tmp_path)
     meta = (info / "METADATA").read_text()
     assert "\nLicense-Expression: BSD-3-Clause\n" in meta and "\nLicense-File: LICENSE\n" in meta
     shipped = next(info.rglob("LICENSE")).read_text()
